@@ -1,0 +1,1 @@
+"""Paper numbers, the results contract, and rendering of tables and the report index."""

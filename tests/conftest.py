@@ -1,0 +1,7 @@
+"""Test-wide settings: no analytics, no version checks over the network, quiet DGL."""
+
+import os
+
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb asks PyPI for newer versions on import
+os.environ.setdefault("DGLBACKEND", "pytorch")
