@@ -16,11 +16,11 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 repro: $(STAMP)
-	DVC_NO_ANALYTICS=1 $(BIN)/dvc repro
+	PATH="$(abspath $(BIN)):$$PATH" DVC_NO_ANALYTICS=1 OUTDATED_IGNORE=1 $(BIN)/dvc repro
 
 test: $(STAMP)
 	DVC_NO_ANALYTICS=1 $(BIN)/ruff check src tests
-	DVC_NO_ANALYTICS=1 $(BIN)/python -m pytest -q -n 2 --durations=15
+	DVC_NO_ANALYTICS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 bench: $(STAMP)
 	$(BIN)/python -m twirls.bench.epoch_time

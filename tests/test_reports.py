@@ -1,0 +1,116 @@
+"""The reports contract: paper numbers file, results.csv columns and statuses, rendered tables."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from twirls.reports.figures_index import FIGURES
+from twirls.reports.render import TABLES, cell_text, write_index
+from twirls.reports.results import (
+    COLUMNS,
+    Cell,
+    build_results,
+    read_cells,
+    read_paper,
+    status_of,
+    write_cells,
+)
+
+
+def test_paper_numbers_cover_every_table_and_cite_it():
+    paper = read_paper()
+    assert set(paper["table"]) == set(TABLES)
+    assert paper["source"].str.match(r"Table \d+ \(").all()
+    assert not paper.duplicated(["table", "dataset", "model", "metric"]).any()
+    # spot checks against the LaTeX source
+    row = paper.query("table == 'standard-benchmarks' and dataset == 'citeseer' "
+                      "and model == 'TWIRLS-base'").iloc[0]
+    assert (row["mean"], row["std"]) == (74.2, 0.45)
+    row = paper.query("table == 'attack' and dataset == 'nettack-citeseer' "
+                      "and model == 'TWIRLS'").iloc[0]
+    assert (row["mean"], row["std"]) == (70.63, 0.93)
+    assert len(paper.query("table == 'citeseer-alpha-steps'")) == 16
+
+
+@pytest.mark.parametrize("delta,std,expected", [
+    (0.99, 0.1, "reproduced"), (-1.0, 0.2, "reproduced"), (1.01, 0.3, "differs"),
+    (2.9, 1.5, "reproduced"), (-3.1, 1.5, "differs"), (0.5, math.nan, "reproduced"),
+])
+def test_status_rule_for_scores(delta, std, expected):
+    assert status_of("accuracy", delta, std) == expected
+
+
+def test_counts_must_match_exactly():
+    assert status_of("nodes", 0.0, math.nan) == "reproduced"
+    assert status_of("edges", -151.0, math.nan) == "differs"
+
+
+def test_results_join_statuses_and_exact_columns(tmp_path):
+    cells = [
+        Cell("standard-benchmarks", "cora", "TWIRLS-base", "accuracy", 83.7, 0.6, 10),
+        Cell("standard-benchmarks", "pubmed", "TWIRLS-base", "accuracy", status="no-data",
+             note="pubmed: cannot download ind.pubmed.allx"),
+        Cell("standard-benchmarks", "citeseer", "TWIRLS-base", "accuracy", 70.0, 1.0, 10),
+        Cell("attack", "cora", "TWIRLS", "accuracy", 80.0, 1.0, 10, note="clean graph"),
+    ]
+    path = tmp_path / "cells.json"
+    write_cells(path, cells)
+    assert read_cells(path) == cells
+    df = build_results(read_cells(path), read_paper())
+    assert df.columns.tolist()[: len(COLUMNS)] == COLUMNS
+
+    def status(ds: str, model: str, table: str = "standard-benchmarks") -> str:
+        hit = df[(df.table == table) & (df.dataset == ds) & (df.model == model)]
+        assert len(hit) == 1
+        return hit.iloc[0]["status"]
+
+    assert status("cora", "TWIRLS-base") == "reproduced"  # |83.7 - 84.1| <= 1
+    assert status("citeseer", "TWIRLS-base") == "differs"  # |70 - 74.2| > max(1, 0.9)
+    assert status("pubmed", "TWIRLS-base") == "no-data"
+    assert status("cora", "GCNII") == "paper-only"
+    assert status("cora", "TWIRLS", "attack") == "not-in-paper"
+    row = df[(df.dataset == "cora") & (df.model == "TWIRLS-base")
+             & (df.table == "standard-benchmarks")].iloc[0]
+    assert row["delta"] == pytest.approx(83.7 - 84.1)
+    assert len(df) == len(read_paper()) + 1  # every paper cell, plus our extra one
+
+
+def test_the_same_cell_from_two_stages_is_an_error():
+    cell = Cell("cws", "pku", "MLP", "macro_f1", 50.0, 1.0, 3)
+    with pytest.raises(ValueError, match="same cell"):
+        build_results([cell, cell], read_paper())
+
+
+def test_missing_cells_file_says_what_to_do(tmp_path):
+    with pytest.raises(FileNotFoundError, match="report.cells"):
+        read_cells(tmp_path / "nope.json")
+
+
+def test_cell_text_shows_ours_and_paper():
+    row = pd.Series({"mean": 83.71, "std": 0.5, "runs": 10, "paper_mean": 84.1,
+                     "paper_std": 0.5, "status": "reproduced"})
+    assert cell_text(row) == "83.71 ± 0.50 (84.10 ± 0.50)"
+    row = pd.Series({"mean": math.nan, "std": math.nan, "runs": 0, "paper_mean": 81.5,
+                     "paper_std": math.nan, "status": "paper-only"})
+    assert cell_text(row) == "not run (81.50)"
+
+
+def test_index_lists_every_table_and_figure(tmp_path):
+    cells = [Cell("cws", "pku", "MLP", "macro_f1", status="no-data", note="pku: missing")]
+    results = build_results(cells, read_paper())
+    write_index(results, tmp_path, figures_made={"cosine-rho"})
+    index = (tmp_path / "README.md").read_text()
+    for table, title in TABLES.items():
+        assert title in index
+        for ext in ("md", "csv", "tex"):
+            assert (tmp_path / "tables" / f"{table}.{ext}").exists()
+    for title in FIGURES.values():
+        assert title in index
+    assert "[cosine-rho.png](figures/cosine-rho.png)" in index
+    cws = (tmp_path / "tables" / "cws.md").read_text()
+    assert "no data (56.68 ± 2.81)" in cws and "pku: missing" in cws
+    tex = (tmp_path / "tables" / "cws.tex").read_text()
+    assert r"\begin{tabular}" in tex and r"$\pm$" in tex
