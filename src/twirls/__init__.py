@@ -1,3 +1,4 @@
-"""Reproduction of "Graph Neural Networks Inspired by Classical Iterative Algorithms" (TWIRLS, ICML 2021)."""
+"""Reproduction of TWIRLS (Yang et al., ICML 2021): "Graph Neural Networks Inspired by Classical
+Iterative Algorithms"."""
 
 __version__ = "0.1.0"

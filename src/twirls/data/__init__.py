@@ -1,1 +1,1 @@
-"""Datasets: fetching raw files (``fetch``), one graph type (``graph``), and one loader per source."""
+"""Datasets: raw files (``fetch``), one graph type (``graph``), one loader per source."""
