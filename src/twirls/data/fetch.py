@@ -169,10 +169,10 @@ def _obtain(entry: Entry, part: Path, mirror: Path | None, timeout: float) -> st
         _download(entry.url, part, timeout)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        where = f"{mirror}/{entry.mirror_path}" if mirror else f"${MIRROR_ENV}/{entry.mirror_path}"
         raise UnreachableError(
             f"cannot download {entry.url} ({reason}). Download it by hand and put it at "
-            f"{part.with_suffix('')} or at {where}, then run the fetch again."
+            f"{part.with_suffix('')}, or in a mirror folder as {entry.mirror_path} with "
+            f"${MIRROR_ENV} pointing at that folder; then run the fetch again."
         ) from None
     return entry.url
 

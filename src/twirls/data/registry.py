@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from twirls.data.graph import GraphData
+if TYPE_CHECKING:  # the fetch stage imports this module and must not pay for torch / dgl
+    from twirls.data.graph import GraphData
 
 STATUS_FILE = "FETCH.json"
 
