@@ -17,6 +17,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+
+from twirls.data import amazon, chains, geom, nettack, ogb_arxiv, pku, planetoid
+from twirls.data.graph import GraphData
+
 from fixtures import (
     edge_set,
     random_sentences,
@@ -26,9 +30,6 @@ from fixtures import (
     write_pku,
     write_planetoid,
 )
-
-from twirls.data import amazon, chains, geom, nettack, ogb_arxiv, pku, planetoid
-from twirls.data.graph import GraphData
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = Path(os.environ.get("TWIRLS_DATA_MIRROR", REPO.parent / "shared" / "datasets"))
