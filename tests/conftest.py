@@ -5,3 +5,8 @@ import os
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb asks PyPI for newer versions on import
 os.environ.setdefault("DGLBACKEND", "pytorch")
+
+import torch  # noqa: E402
+
+# Two pytest workers share two cores: one torch thread each avoids 3-10x oversubscription.
+torch.set_num_threads(1)

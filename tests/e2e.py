@@ -32,7 +32,10 @@ def copy_repo(dest: Path, params_override: dict) -> Path:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
     params = yaml.safe_load((dest / "params.yaml").read_text())
-    (dest / "params.yaml").write_text(yaml.safe_dump(deep_merge(params, params_override)))
+    override = dict(params_override)
+    for key in override.pop("_replace", []):
+        params.pop(key, None)
+    (dest / "params.yaml").write_text(yaml.safe_dump(deep_merge(params, override)))
     git(dest, "init", "-q")
     git(dest, "add", "-A")
     git(dest, "commit", "-qm", "e2e copy")

@@ -24,7 +24,7 @@ def repo(tmp_path_factory):
 
 def test_dag_shows_the_stages(repo):
     dag = dvc(repo, "dag").stdout
-    for stage in ("fetch@cora", "fetch@pubmed", "datasets", "report"):
+    for stage in ("fetch@cora", "fetch@pubmed", "datasets", "train@texas-twirls", "report"):
         assert stage in dag
 
 
@@ -48,8 +48,32 @@ def test_results_and_index(repo):
     assert stats.loc[("ogbn-arxiv", "nodes"), "status"] == "paper-only"
     index = (repo / "reports" / "README.md").read_text()
     assert "Table 5: Dataset statistics" in index
+    bench = results[results.table == "standard-benchmarks"].set_index(["dataset", "model"])
+    assert bench.loc[("cora", "TWIRLS-base"), "runs"] == 2
+    assert 0 < bench.loc[("cora", "TWIRLS-base"), "mean"] <= 100
+    assert bench.loc[("pubmed", "GCN"), "status"] == "no-data"
+    het = results[results.table == "heterophily"].set_index(["dataset", "model"])
+    assert het.loc[("texas", "TWIRLS"), "runs"] == 10  # one run on each of the ten splits
+
+
+def test_metrics_and_plots_for_dvc(repo):
+    metrics = json.loads((repo / "metrics" / "train" / "cora-twirls-base-k2.json").read_text())
+    assert metrics["status"] == "ok" and metrics["runs"] == 2
+    assert "metrics/train/cora-twirls-base-k2.json" in dvc(repo, "metrics", "show").stdout
+    history = pd.read_csv(repo / "plots" / "train" / "cora-twirls-base-k2.csv")
+    assert history["epoch"].tolist() == list(range(15))
+    assert {"loss", "train", "val", "test"} <= set(history.columns)
 
 
 def test_second_repro_is_a_no_op_except_fetch_checks(repo):
     out = dvc(repo, "repro").stdout
     assert "Running stage 'datasets'" not in out and "Running stage 'report'" not in out
+
+
+def test_attention_experiment_reruns_only_attention_stages(repo):
+    out = dvc(repo, "exp", "run", "-S", "attention.p=0.2").stdout
+    ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+    ran = {s for s in ran if not s.startswith("fetch@")}  # fetch only re-verifies checksums
+    assert ran == {"robust-attn@nettack-cora-fast-twirls", "attention-figures", "report"}
+    shown = dvc(repo, "exp", "show", "--csv").stdout
+    assert "attention.p" in shown and "0.2" in shown

@@ -1,0 +1,1 @@
+"""Benchmarks (``make bench``): timings written to ``reports/benchmarks/``."""

@@ -1,0 +1,236 @@
+"""Per-epoch training time of TWIRLS-base vs GCN at equal depth (appendix "Running Time").
+
+    python -m twirls.bench.epoch_time [--rounds-cora 15] [--rounds-arxiv 5] [--threads N]
+
+writes ``reports/benchmarks/epoch_time.json``. One epoch = forward + loss + backward + Adam step
+(full batch). Models are timed round-robin (one epoch of each model per round, after two warm-up
+epochs) so that load changes on a shared machine hit all of them alike; the median over rounds is
+reported, with every sample. Settings:
+
+* Cora (real data from ``data/raw/cora`` or ``--cora-root``; a random graph of Cora's size if
+  neither is available): depth 2 and 16 (the paper's Cora setting: 16 steps, α = λ = 1,
+  ``f`` = 2-layer MLP); GCN with as many layers as propagation steps, both hidden 64; plus the
+  authors' ``dgl.nn.TWIRLSConv`` with the same settings;
+* a random graph the size of ogbn-arxiv (169,343 nodes, 1,166,243 undirected edges, 128 features,
+  40 classes), the paper's timing setup: 3 MLP layers and 3 propagation steps, GCN with 3 layers,
+  hidden 512 (≈ 350k parameters each); also TWIRLS* (MLP after the propagation, cached) and an MLP.
+
+The target is TWIRLS-base ≤ 1.1 × GCN; ``ratios`` gives TWIRLS-base / GCN per setting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import dgl
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from twirls.data.graph import GraphData, undirected_graph
+from twirls.models import GraphOps, build_model
+
+ARXIV = {"nodes": 169_343, "edges": 1_166_243, "features": 128, "classes": 40, "train": 90_941}
+CORA = {"nodes": 2_708, "edges": 5_278, "features": 1_433, "classes": 7, "train": 140}
+
+
+def random_graph(nodes: int, edges: int, seed: int = 0) -> dgl.DGLGraph:
+    """A uniformly random simple undirected graph with exactly ``edges`` edges."""
+    gen = torch.Generator().manual_seed(seed)
+    want = int(edges * 1.02) + 100
+    src = torch.randint(0, nodes, (want,), generator=gen)
+    dst = torch.randint(0, nodes, (want,), generator=gen)
+    keep = src != dst
+    lo, hi = torch.minimum(src, dst)[keep], torch.maximum(src, dst)[keep]
+    key = torch.unique(lo * nodes + hi)
+    key = key[torch.randperm(key.numel(), generator=gen)[:edges]]
+    return undirected_graph(key // nodes, key % nodes, nodes)
+
+
+def load_cora(root: Path | None) -> tuple[dgl.DGLGraph, Tensor, Tensor, Tensor, str]:
+    """``(graph, features, labels, train_idx, source)``; real Cora if its raw files exist."""
+    data: GraphData | None = None
+    source = ""
+    try:
+        if root is not None:
+            from twirls.data import planetoid
+
+            data, source = planetoid.load(root, "cora"), f"planetoid files in {root}"
+        else:
+            from twirls.data.registry import load_dataset
+
+            data, source = load_dataset("cora"), "data/raw/cora (pipeline fetch)"
+    except Exception as err:  # no raw files: fall back to a random graph of Cora's size
+        source = f"random graph of Cora's size (real Cora unavailable: {err})"
+    if data is not None and data.features is not None:
+        x = data.features / data.features.sum(1, keepdim=True).clamp(min=1)
+        return data.graph, x, data.labels, data.splits["public"].train, source
+    gen = torch.Generator().manual_seed(1)
+    g = random_graph(CORA["nodes"], CORA["edges"])
+    x = (torch.rand(CORA["nodes"], CORA["features"], generator=gen) < 0.013).float()
+    labels = torch.randint(0, CORA["classes"], (CORA["nodes"],), generator=gen)
+    return g, x, labels, torch.arange(CORA["train"]), source
+
+
+def arxiv_sized() -> tuple[dgl.DGLGraph, Tensor, Tensor, Tensor]:
+    gen = torch.Generator().manual_seed(2)
+    g = random_graph(ARXIV["nodes"], ARXIV["edges"], seed=2)
+    x = torch.randn(ARXIV["nodes"], ARXIV["features"], generator=gen)
+    labels = torch.randint(0, ARXIV["classes"], (ARXIV["nodes"],), generator=gen)
+    train = torch.randperm(ARXIV["nodes"], generator=gen)[:ARXIV["train"]]
+    return g, x, labels, train
+
+
+class _Case:
+    """One model on one graph, with its optimiser and a closure running one training epoch."""
+
+    def __init__(self, name: str, cfg: dict[str, Any], model: nn.Module,
+                 forward: Callable[[], Tensor], labels: Tensor, train: Tensor) -> None:
+        self.name, self.cfg, self.model, self.forward = name, cfg, model, forward
+        self.labels, self.train = labels, train
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+        self.train_s: list[float] = []
+        self.eval_s: list[float] = []
+
+    def epoch(self) -> float:
+        start = time.perf_counter()
+        self.model.train()
+        self.optimizer.zero_grad()
+        loss = F.cross_entropy(self.forward()[self.train], self.labels[self.train])
+        loss.backward()
+        self.optimizer.step()
+        return time.perf_counter() - start
+
+    def evaluate(self) -> float:
+        start = time.perf_counter()
+        self.model.eval()
+        with torch.no_grad():
+            self.forward()
+        return time.perf_counter() - start
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "model": self.name,
+            "config": self.cfg,
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "train_ms_median": 1000 * statistics.median(self.train_s),
+            "eval_ms_median": 1000 * statistics.median(self.eval_s),
+            "train_ms_all": [round(1000 * t, 3) for t in self.train_s],
+        }
+
+
+def _cases(g: dgl.DGLGraph, x: Tensor, labels: Tensor, train: Tensor,
+           configs: list[tuple[str, str, dict[str, Any]]],
+           reference: dict[str, Any] | None = None) -> list[_Case]:
+    ops = GraphOps.from_dgl(g)
+    classes = int(labels.max()) + 1
+    cases = []
+    for label, name, cfg in configs:
+        torch.manual_seed(0)
+        model = build_model(name, cfg, x.shape[1], classes)
+        cases.append(_Case(label, {"model": name, **cfg}, model,
+                           lambda m=model: m(ops, x), labels, train))
+    if reference is not None:
+        from dgl.nn import TWIRLSConv
+
+        torch.manual_seed(0)
+        conv = TWIRLSConv(x.shape[1], classes, reference["hidden"], reference["steps"],
+                          num_mlp_before=reference["mlp_before"], num_mlp_after=0,
+                          alp=reference["alpha"], lam=reference["lam"])
+        cases.append(_Case("dgl_TWIRLSConv", {"model": "dgl.nn.TWIRLSConv", **reference}, conv,
+                           lambda c=conv: c(g, x), labels, train))
+    return cases
+
+
+def _time(cases: list[_Case], rounds: int, warmup: int = 2) -> None:
+    for case in cases:
+        for _ in range(warmup):
+            case.epoch()
+    for _ in range(rounds):
+        for case in cases:
+            case.train_s.append(case.epoch())
+    for _ in range(max(3, rounds // 3)):
+        for case in cases:
+            case.eval_s.append(case.evaluate())
+
+
+def _setting(title: str, dataset: dict[str, Any], cases: list[_Case]) -> dict[str, Any]:
+    results = [c.report() for c in cases]
+    by_name = {r["model"]: r for r in results}
+    ratio = by_name["twirls_base"]["train_ms_median"] / by_name["gcn"]["train_ms_median"]
+    line = ", ".join(f"{r['model']} {r['train_ms_median']:.1f} ms" for r in results)
+    print(f"[{title}] {line}; TWIRLS-base / GCN = {ratio:.2f}", flush=True)
+    return {"setting": title, "dataset": dataset, "twirls_base_over_gcn": ratio,
+            "results": results}
+
+
+def twirls_cfg(steps: int, mlp: int, hidden: int, after: bool = False) -> dict[str, Any]:
+    return {"steps": steps, "lam": 1.0, "alpha": 1.0, "hidden": hidden,
+            "mlp_before": 0 if after else mlp, "mlp_after": mlp if after else 0}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds-cora", type=int, default=15)
+    parser.add_argument("--rounds-arxiv", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--cora-root", type=Path, default=None,
+                        help="folder with ind.cora.* (default: data/raw/cora via the registry)")
+    parser.add_argument("--skip-arxiv", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path("reports/benchmarks/epoch_time.json"))
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()
+    settings = []
+
+    g, x, labels, train, source = load_cora(args.cora_root)
+    cora = {"name": "cora", "source": source, "nodes": g.num_nodes(),
+            "undirected_edges": g.num_edges() // 2, "features": x.shape[1]}
+    for depth in (2, 16):
+        configs = [("gcn", "gcn", {"layers": depth, "hidden": 64, "dropout": 0.5}),
+                   ("twirls_base", "twirls", {**twirls_cfg(depth, 2, 64), "dropout": 0.5})]
+        reference = {"steps": depth, "lam": 1.0, "alpha": 1.0, "hidden": 64, "mlp_before": 2}
+        cases = _cases(g, x, labels, train, configs, reference)
+        _time(cases, args.rounds_cora)
+        settings.append(_setting(f"cora, depth {depth}", cora, cases))
+
+    if not args.skip_arxiv:
+        g, x, labels, train = arxiv_sized()
+        arxiv = {"name": "random graph of ogbn-arxiv's size", "nodes": g.num_nodes(),
+                 "undirected_edges": g.num_edges() // 2, "features": x.shape[1]}
+        configs = [("gcn", "gcn", {"layers": 3, "hidden": 512, "dropout": 0.5}),
+                   ("twirls_base", "twirls", {**twirls_cfg(3, 3, 512), "dropout": 0.5}),
+                   ("twirls_star", "twirls",
+                    {**twirls_cfg(3, 3, 512, after=True), "dropout": 0.5}),
+                   ("mlp", "mlp", {"layers": 3, "hidden": 512, "dropout": 0.5})]
+        cases = _cases(g, x, labels, train, configs)
+        _time(cases, args.rounds_arxiv)
+        settings.append(_setting("arxiv-sized random graph, depth 3", arxiv, cases))
+
+    out = {
+        "description": "per-epoch training time (forward+backward+Adam step, full batch), "
+                       "median over round-robin rounds; eval = one no-grad forward",
+        "target": "TWIRLS-base <= 1.1 x GCN at equal depth",
+        "machine": {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                    "load_average_before": load_before, "load_average_after": os.getloadavg(),
+                    "python": platform.python_version(), "torch": torch.__version__,
+                    "dgl": dgl.__version__, "device": "cpu"},
+        "settings": settings,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return out
+
+
+if __name__ == "__main__":
+    main()

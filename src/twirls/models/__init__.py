@@ -1,0 +1,43 @@
+"""Models. Every model is an ``nn.Module`` with
+
+* ``Model.from_config(cfg: dict, in_dim: int, out_dim: int, num_nodes: int | None = None)``,
+  which rejects unknown keys with a clear message, and
+* ``forward(ops: GraphOps, x: Tensor | None) -> logits (n, out_dim)``.
+
+:func:`build_model` looks models up by their ``params.yaml`` name in :data:`MODELS`; a new model
+(JKNet, GCNII, ...) only needs an entry there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from torch import nn
+
+from twirls.models.baselines import APPNP, DAGNN, GCN, GCNII, MLP, SGC, JKNet
+from twirls.models.graph_ops import GraphOps, SparseMatrix
+from twirls.models.twirls import TWIRLS
+
+MODELS: dict[str, Any] = {
+    "twirls": TWIRLS,
+    "mlp": MLP,
+    "sgc": SGC,
+    "gcn": GCN,
+    "appnp": APPNP,
+    "jknet": JKNet,
+    "gcnii": GCNII,
+    "dagnn": DAGNN,
+}
+
+
+def build_model(name: str, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
+                num_nodes: int | None = None) -> nn.Module:
+    """``MODELS[name].from_config(cfg, in_dim, out_dim, num_nodes)``."""
+    if name not in MODELS:
+        raise KeyError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
+    return MODELS[name].from_config(cfg, in_dim, out_dim, num_nodes=num_nodes)
+
+
+__all__ = ["APPNP", "GCN", "MLP", "MODELS", "SGC", "TWIRLS", "GraphOps", "SparseMatrix",
+           "build_model"]

@@ -1,0 +1,12 @@
+"""Simple baselines with the TWIRLS interface: ``Model.from_config(cfg, in_dim, out_dim,
+num_nodes=None)`` and ``forward(ops: GraphOps, x) -> logits``."""
+
+from twirls.models.baselines.appnp import APPNP
+from twirls.models.baselines.dagnn import DAGNN
+from twirls.models.baselines.gcn import GCN
+from twirls.models.baselines.gcnii import GCNII
+from twirls.models.baselines.jknet import JKNet
+from twirls.models.baselines.mlp import MLP
+from twirls.models.baselines.sgc import SGC
+
+__all__ = ["APPNP", "DAGNN", "GCN", "GCNII", "JKNet", "MLP", "SGC"]

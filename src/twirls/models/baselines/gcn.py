@@ -1,0 +1,55 @@
+"""GCN (Kipf & Welling, 2017): ``H ← ReLU(D̃^-1/2 Ã D̃^-1/2 H W)``, dropout before every layer.
+
+Weights Glorot-uniform, biases zero (as in the original and DGL's ``GraphConv``). Each layer
+multiplies by ``W`` first when that shrinks the width, else propagates first (same result).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from twirls.models.config import check, resolve_config
+from twirls.models.graph_ops import GraphOps
+
+DEFAULTS: dict[str, Any] = {"layers": 2, "hidden": 16, "dropout": 0.5}
+
+
+class GCN(nn.Module):
+    """Config keys: ``layers`` (2), ``hidden`` (16), ``dropout`` (0.5).
+
+    Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, *, layers: int = 2, hidden: int = 16,
+                 dropout: float = 0.5) -> None:
+        super().__init__()
+        check(layers >= 1, "GCN", f"layers must be >= 1, got {layers}")
+        widths = [in_dim] + [hidden] * (layers - 1) + [out_dim]
+        self.lins = nn.ModuleList(
+            nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True))
+        for lin in self.lins:
+            nn.init.xavier_uniform_(lin.weight)
+            nn.init.zeros_(lin.bias)
+        self.dropout = dropout
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
+                    num_nodes: int | None = None) -> GCN:
+        return cls(in_dim, out_dim, **resolve_config("GCN", cfg, DEFAULTS))
+
+    def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
+        adj = ops.gcn_norm()
+        for k, lin in enumerate(self.lins):
+            x = F.dropout(x, self.dropout, self.training)
+            if lin.out_features <= lin.in_features:  # Â (X W) + b
+                x = adj @ F.linear(x, lin.weight)
+            else:  # (Â X) W + b
+                x = F.linear(adj @ x, lin.weight)
+            x = x + lin.bias
+            if k < len(self.lins) - 1:
+                x = F.relu(x)
+        return x

@@ -1,0 +1,102 @@
+"""JKNet (Xu et al., ICML 2018): a GCN stack whose layer outputs all "jump" to the output.
+
+Architecture (the node-classification JK-Net of the paper, Fig. 4; as in DGL's example)::
+
+    h⁽⁰⁾ = X
+    h⁽ˡ⁾ = ReLU(Â h⁽ˡ⁻¹⁾ W_l + b_l)         l = 1 … L,  Â = D̃^-1/2 Ã D̃^-1/2 (SGC eq. 7)
+    z    = JK(h⁽¹⁾, …, h⁽ᴸ⁾)                  "cat": [h⁽¹⁾ ‖ … ‖ h⁽ᴸ⁾]  (n, L·hidden)
+                                               "max": elementwise max_l h⁽ˡ⁾  (n, hidden)
+    logits = Â z W_out + b_out               (``final_propagation``; else z W_out + b_out)
+
+Dropout acts on the input of every layer (also the output layer). The jump lets every node pick
+(max) or weigh (cat + linear map) its own neighbourhood range, which keeps deep stacks from
+oversmoothing as badly as a plain GCN (paper Sec. 2.2). ``final_propagation`` is the JK-Net
+paper's last aggregation over neighbours after the layer aggregation; DGL's example sums the
+raw neighbours there, we use the same ``Â`` as the layers (scale-free). Weights
+Glorot-uniform, biases zero (as :class:`~twirls.models.baselines.gcn.GCN`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from twirls.models.config import check, resolve_config
+from twirls.models.graph_ops import GraphOps, SparseMatrix
+
+MODES = ("cat", "max")
+DEFAULTS: dict[str, Any] = {"layers": 6, "hidden": 32, "mode": "cat", "dropout": 0.5,
+                            "final_propagation": True}
+
+
+def jumping_knowledge(hs: list[Tensor], mode: str) -> Tensor:
+    """Layer aggregation of JK-Net: concatenation (``"cat"``) or elementwise max (``"max"``).
+
+    Shapes: ``L`` tensors ``(n, h)`` → ``(n, L·h)`` ("cat") or ``(n, h)`` ("max").
+    """
+    if mode == "cat":
+        return torch.cat(hs, dim=-1)
+    if mode == "max":
+        return torch.stack(hs, dim=0).amax(dim=0)
+    raise ValueError(f"jumping_knowledge: mode must be one of {MODES}, got {mode!r}")
+
+
+def _gcn_linear(adj: SparseMatrix, x: Tensor, lin: nn.Linear) -> Tensor:
+    """``Â x W + b``, multiplying by ``W`` first when that shrinks the width (same result)."""
+    if lin.out_features <= lin.in_features:
+        return adj @ F.linear(x, lin.weight) + lin.bias
+    return F.linear(adj @ x, lin.weight, lin.bias)
+
+
+class JKNet(nn.Module):
+    """Config keys: ``layers`` = L GCN layers (6), ``hidden`` (32), ``mode`` ("cat" | "max"),
+    ``dropout`` (0.5), ``final_propagation`` (True: ``Â`` before the output layer).
+
+    Defaults follow DGL's example for Cora (``--mode cat --num-layers 6``: 1 + 6 layers there,
+    hidden 32, dropout 0.5, lr 0.01, weight decay 5e-4).
+
+    Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``;
+    :meth:`layer_outputs`: ``L`` tensors ``(n, hidden)``.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, *, layers: int = 6, hidden: int = 32,
+                 mode: str = "cat", dropout: float = 0.5, final_propagation: bool = True,
+                 ) -> None:
+        super().__init__()
+        check(isinstance(layers, int) and layers >= 1, "JKNet",
+              f"layers must be an integer >= 1, got {layers!r}")
+        check(mode in MODES, "JKNet", f"mode must be one of {MODES}, got {mode!r}")
+        check(0.0 <= dropout < 1.0, "JKNet", f"dropout must be in [0, 1), got {dropout}")
+        widths = [in_dim] + [hidden] * layers
+        self.convs = nn.ModuleList(
+            nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True))
+        self.out = nn.Linear(hidden * layers if mode == "cat" else hidden, out_dim)
+        for lin in [*self.convs, self.out]:
+            nn.init.xavier_uniform_(lin.weight)
+            nn.init.zeros_(lin.bias)
+        self.mode, self.dropout, self.final_propagation = mode, dropout, final_propagation
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
+                    num_nodes: int | None = None) -> JKNet:
+        return cls(in_dim, out_dim, **resolve_config("JKNet", cfg, DEFAULTS))
+
+    def layer_outputs(self, ops: GraphOps, x: Tensor) -> list[Tensor]:
+        """``[h⁽¹⁾, …, h⁽ᴸ⁾]``, the inputs of the jumping-knowledge aggregation."""
+        adj = ops.gcn_norm()
+        hs = []
+        for conv in self.convs:
+            x = F.relu(_gcn_linear(adj, F.dropout(x, self.dropout, self.training), conv))
+            hs.append(x)
+        return hs
+
+    def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
+        z = F.dropout(jumping_knowledge(self.layer_outputs(ops, x), self.mode), self.dropout,
+                      self.training)
+        if self.final_propagation:
+            return _gcn_linear(ops.gcn_norm(), z, self.out)
+        return self.out(z)

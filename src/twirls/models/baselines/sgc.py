@@ -1,0 +1,53 @@
+"""SGC (Wu et al., 2019), paper eq. 7: ``K`` parameter-free GCN propagations, then one linear map.
+
+``logits = (D̃^-1/2 Ã D̃^-1/2)^K X W``. The propagated features do not depend on parameters, so
+they are computed once and cached in the :class:`GraphOps` (training costs a logistic
+regression's). As ``K → ∞`` the rows of ``D̃^-1/2 (…)^K X`` collapse to one vector
+(oversmoothing, paper Sec. 2.2), unlike TWIRLS whose propagation converges to eq. 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from twirls.models.config import check, resolve_config
+from twirls.models.graph_ops import GraphOps
+
+DEFAULTS: dict[str, Any] = {"steps": 2, "dropout": 0.0}
+
+
+def sgc_features(ops: GraphOps, x: Tensor, steps: int) -> Tensor:
+    """``(D̃^-1/2 Ã D̃^-1/2)^steps x`` (no grad)."""
+    adj = ops.gcn_norm()
+    with torch.no_grad():
+        for _ in range(steps):
+            x = adj @ x
+    return x
+
+
+class SGC(nn.Module):
+    """Config keys: ``steps`` = K (2), ``dropout`` (0) on the propagated features.
+
+    Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, *, steps: int = 2,
+                 dropout: float = 0.0) -> None:
+        super().__init__()
+        check(isinstance(steps, int) and steps >= 0, "SGC", f"steps must be >= 0, got {steps}")
+        self.steps, self.dropout = steps, dropout
+        self.lin = nn.Linear(in_dim, out_dim)
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
+                    num_nodes: int | None = None) -> SGC:
+        return cls(in_dim, out_dim, **resolve_config("SGC", cfg, DEFAULTS))
+
+    def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
+        h = ops.cached_for(("sgc", self.steps), x, lambda: sgc_features(ops, x, self.steps))
+        return self.lin(F.dropout(h, self.dropout, self.training))

@@ -1,0 +1,51 @@
+"""Checking plain-dict model configs (``params.yaml`` sections) before a model is built."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+
+def resolve_config(
+    model: str,
+    cfg: Mapping[str, Any] | None,
+    defaults: Mapping[str, Any],
+    required: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """``defaults`` updated with ``cfg``, after rejecting keys that ``defaults`` does not know.
+
+    Args:
+        model: model name for the error message (``"TWIRLS"``, ``"GCN"``, ...).
+        cfg: the user's hyperparameters (``None`` means all defaults).
+        defaults: every accepted optional key with its default value.
+        required: keys without a default, which ``cfg`` must give.
+
+    Raises:
+        ValueError: naming the unknown (or missing) key, the closest known one, and every
+            accepted key.
+    """
+    cfg = dict(cfg or {})
+    defaults = {**dict.fromkeys(required), **defaults}
+    missing = [key for key in required if key not in cfg]
+    if missing:
+        raise ValueError(
+            f"{model} config: missing key {missing[0]!r} (required: {', '.join(required)}). "
+            "Add it to the model's section in params.yaml."
+        )
+    unknown = [key for key in cfg if key not in defaults]
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(str(key), list(defaults), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"{model} config: unknown key {key!r}.{hint} Accepted keys: "
+            f"{', '.join(sorted(defaults))}. Fix the model's section in params.yaml."
+        )
+    return {**defaults, **cfg}
+
+
+def check(condition: bool, model: str, message: str) -> None:
+    """Raise ``ValueError("<model> config: <message>")`` unless ``condition`` holds."""
+    if not condition:
+        raise ValueError(f"{model} config: {message}")

@@ -1,0 +1,68 @@
+"""Node-wise building blocks shared by the models."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+NORMS = ("none", "batch", "layer")
+
+
+class FeedForward(nn.Module):
+    r"""A node-wise MLP: ``num_layers`` linear layers with ``[norm →] ReLU → dropout`` between them.
+
+    Matches the authors' ``MLP`` (FFTYYY/TWIRLS ``model/modules.py``, ``dgl.nn`` ``TWIRLSConv``):
+    one layer maps ``in_dim → out_dim`` directly (``hidden`` unused); ``L ≥ 2`` layers go
+    ``in_dim → hidden → … → hidden → out_dim``; nothing follows the last layer; ``num_layers = 0``
+    is the identity. ``init_activate`` applies ``[norm →] ReLU → dropout`` to the input first
+    (used by TWIRLS when MLPs sit on both sides of the propagation). Weights are Xavier-normal,
+    biases zero, as in the reference.
+
+    Args:
+        in_dim, hidden, out_dim: widths.
+        num_layers: number of linear layers ``≥ 0``.
+        dropout: dropout rate after every hidden activation.
+        norm: ``"none"``, ``"batch"`` (ogbn-arxiv) or ``"layer"``, applied before each ReLU.
+        init_activate: activate the input too.
+
+    Shapes: ``(n, in_dim) → (n, out_dim)``.
+    """
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int, *,
+                 dropout: float = 0.0, norm: str = "none", init_activate: bool = False) -> None:
+        super().__init__()
+        if norm not in NORMS:
+            raise ValueError(f"FeedForward: norm must be one of {NORMS}, got {norm!r}")
+        if num_layers < 0:
+            raise ValueError(f"FeedForward: num_layers must be >= 0, got {num_layers}")
+        widths = [in_dim] + [hidden] * (num_layers - 1) + [out_dim] if num_layers else []
+        self.lins = nn.ModuleList(
+            nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True))
+        num_norms = max(num_layers - 1, 0) + int(init_activate)
+        make = {"batch": nn.BatchNorm1d, "layer": nn.LayerNorm}.get(norm)
+        self.norms = nn.ModuleList(make(hidden) for _ in range(num_norms)) if make else None
+        self.dropout = dropout
+        self.init_activate = init_activate
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for lin in self.lins:
+            nn.init.xavier_normal_(lin.weight)
+            nn.init.zeros_(lin.bias)
+        for norm in self.norms or []:
+            norm.reset_parameters()
+
+    def _activate(self, x: Tensor, i: int) -> Tensor:
+        if self.norms is not None:
+            x = self.norms[i](x)
+        return F.dropout(F.relu(x), self.dropout, self.training)
+
+    def forward(self, x: Tensor) -> Tensor:
+        i = 0
+        if self.init_activate:
+            x, i = self._activate(x, 0), 1
+        for k, lin in enumerate(self.lins):
+            x = lin(x)
+            if k < len(self.lins) - 1:
+                x, i = self._activate(x, i), i + 1
+        return x

@@ -1,0 +1,150 @@
+"""TWIRLS (Yang et al., ICML 2021): an MLP, unfolded IRLS propagation, an MLP.
+
+Architecture (appendix "Basic Architecture Design", Fig. "Model Architecture")::
+
+    x ──dropout──> f(X; W) = MLP, K layers ──> S propagation steps (eq. 6 / eq. 21)
+                                               with attention layers (eq. 20)
+      ──> g(y; θ) = MLP, L layers ──> logits
+
+* ``mlp_before = K``, ``mlp_after = L``; in every experiment of the paper one of them is 0.
+  With ``K = 0`` nothing before the propagation has parameters, so (if ``input_dropout = 0``)
+  the propagation of ``X`` is computed once and cached in the :class:`GraphOps`: this is
+  **TWIRLS*** (appendix "Running Time"), whose training costs an MLP's.
+* ``attention=None`` gives **TWIRLS-base**.
+* Widths follow the reference: ``K = 1`` is a single linear map ``in_dim → out_dim`` (if
+  ``L = 0``) and ``hidden`` is unused. The appendix table's hidden size "-" (Cora, Citeseer,
+  Pubmed, ATK-*) means "not set": the reference's README runs them with ``--mlp_bef=1`` (no hidden
+  layer at all), and any K = 2 run without ``--hidden_size`` gets the argparse default 128
+  (FFTYYY/TWIRLS ``config.py``), which is our default ``hidden``.
+* ``dropout`` acts after every hidden activation of the MLPs; ``input_dropout`` on the node
+  features before ``f`` (the reference's ``--dropout`` and ``--inp_dropout``: the paper's
+  "dropout 0.8 for Cora" is the README's ``--inp_dropout=0.8`` with a one-layer ``f``).
+* ``embedding = d > 0`` learns a ``d``-dim vector per node instead of features (Amazon, no
+  features; initialised ``N(0, 1e-3²)`` as in the reference); needs ``num_nodes``.
+
+Config keys (``TWIRLS.from_config``): ``steps``, ``lam``, ``alpha`` (required; ``alpha: auto`` is
+the reference's ``1/(1+λ)``), ``mlp_before`` (1), ``mlp_after`` (0), ``hidden`` (128), ``dropout``
+(0), ``input_dropout`` (0), ``norm`` ("none"|"batch"|"layer"), ``prox_relu`` (False),
+``variant`` ("paper"|"reference"), ``normalized`` (False), ``attention`` (None or
+``{p, tau, T, placement}``, see :mod:`twirls.models.attention`), ``embedding`` (0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from twirls.models.attention import AttentionSpec
+from twirls.models.config import check, resolve_config
+from twirls.models.graph_ops import GraphOps
+from twirls.models.layers import FeedForward
+from twirls.models.propagation import Propagation, PropagationSpec
+
+REQUIRED = ("steps", "lam", "alpha")
+DEFAULTS: dict[str, Any] = {
+    "mlp_before": 1,
+    "mlp_after": 0,
+    "hidden": 128,
+    "dropout": 0.0,
+    "input_dropout": 0.0,
+    "norm": "none",
+    "prox_relu": False,
+    "variant": "paper",
+    "normalized": False,
+    "attention": None,
+    "embedding": 0,
+}
+
+
+class TWIRLS(nn.Module):
+    """TWIRLS / TWIRLS-base / TWIRLS* (see module doc).
+
+    Args:
+        in_dim: node feature width (ignored when ``embedding > 0``).
+        out_dim: number of classes.
+        spec: the propagation (steps, λ, α, variant, attention, ...).
+        mlp_before, mlp_after: ``K`` and ``L`` (not both 0).
+        hidden: width of hidden MLP layers and of the propagation when ``K, L > 0``.
+        dropout, input_dropout, norm: see module doc.
+        embedding: learn a per-node input of this width (needs ``num_nodes``).
+        num_nodes: number of nodes (only for ``embedding``).
+
+    Shapes: ``forward(ops, x)`` takes ``x: (n, in_dim)`` (or ``None`` with ``embedding``) and
+    returns ``(n, out_dim)`` logits.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, spec: PropagationSpec, *,
+                 mlp_before: int = 1, mlp_after: int = 0, hidden: int = 128,
+                 dropout: float = 0.0, input_dropout: float = 0.0, norm: str = "none",
+                 embedding: int = 0, num_nodes: int | None = None) -> None:
+        super().__init__()
+        check(mlp_before >= 0 and mlp_after >= 0, "TWIRLS",
+              f"mlp_before and mlp_after must be >= 0, got {mlp_before}, {mlp_after}")
+        check(mlp_before + mlp_after > 0, "TWIRLS",
+              "mlp_before and mlp_after are both 0: nothing maps features to classes; "
+              "set one of them to >= 1")
+        check(0.0 <= dropout < 1.0 and 0.0 <= input_dropout < 1.0, "TWIRLS",
+              f"dropout rates must be in [0, 1), got {dropout}, {input_dropout}")
+        self.embedding: nn.Parameter | None = None
+        if embedding:
+            check(num_nodes is not None, "TWIRLS",
+                  "embedding > 0 learns one vector per node: pass num_nodes to from_config")
+            self.embedding = nn.Parameter(torch.empty(int(num_nodes), embedding))
+            nn.init.normal_(self.embedding, 0.0, 1e-3)
+            in_dim = embedding
+        prop_width = in_dim if mlp_before == 0 else (out_dim if mlp_after == 0 else hidden)
+        self.mlp_before = FeedForward(in_dim, hidden, prop_width, mlp_before,
+                                      dropout=dropout, norm=norm)
+        self.propagation = Propagation(spec)
+        self.mlp_after = FeedForward(prop_width, hidden, out_dim, mlp_after, dropout=dropout,
+                                     norm=norm, init_activate=mlp_before > 0 and mlp_after > 0)
+        self.input_dropout = input_dropout
+        self.in_dim, self.out_dim = in_dim, out_dim
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any], in_dim: int, out_dim: int,
+                    num_nodes: int | None = None) -> TWIRLS:
+        """Build from a plain dict (a ``params.yaml`` section); see the module doc for keys."""
+        c = resolve_config("TWIRLS", cfg, DEFAULTS, REQUIRED)
+        alpha = c["alpha"]
+        if alpha == "auto":
+            alpha = 1.0 / (1.0 + float(c["lam"]))
+        check(isinstance(alpha, int | float), "TWIRLS",
+              f"alpha must be a number or 'auto' (= 1/(1+lam)), got {alpha!r}")
+        hidden = 128 if c["hidden"] in (None, "-") else int(c["hidden"])
+        spec = PropagationSpec(
+            steps=c["steps"], lam=float(c["lam"]), alpha=float(alpha), variant=c["variant"],
+            normalized=bool(c["normalized"]), prox_relu=bool(c["prox_relu"]),
+            attention=AttentionSpec.from_config(c["attention"]))
+        return cls(in_dim, out_dim, spec, mlp_before=int(c["mlp_before"]),
+                   mlp_after=int(c["mlp_after"]), hidden=hidden, dropout=float(c["dropout"]),
+                   input_dropout=float(c["input_dropout"]), norm=c["norm"],
+                   embedding=int(c["embedding"]), num_nodes=num_nodes)
+
+    @property
+    def cacheable(self) -> bool:
+        """TWIRLS*: nothing trainable or random before the propagation, so it is cached."""
+        return (len(self.mlp_before.lins) == 0 and self.input_dropout == 0.0
+                and self.embedding is None)
+
+    def forward(self, ops: GraphOps, x: Tensor | None) -> Tensor:
+        if self.embedding is not None:
+            x = self.embedding
+        elif x is None:
+            raise ValueError("TWIRLS: x is None (dataset without node features); set "
+                             "`embedding: <dim>` in the model config to learn node inputs")
+        if self.cacheable:
+            spec = self.propagation.spec
+            y = ops.cached_for(("twirls*", spec), x, lambda: self._propagate_no_grad(ops, x))
+        else:
+            x = F.dropout(x, self.input_dropout, self.training)
+            y = self.propagation(ops, self.mlp_before(x))
+        return self.mlp_after(y)
+
+    def _propagate_no_grad(self, ops: GraphOps, x: Tensor) -> Tensor:
+        with torch.no_grad():
+            return self.propagation(ops, x)

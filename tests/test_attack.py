@@ -1,0 +1,327 @@
+"""Mettack: the fast implementation against DeepRobust's and against a dense autograd oracle.
+
+A 200-node stochastic-block-model graph with class-dependent 0/1 features stands in for Cora
+(DeepRobust needs ~0.4 s per flip on it instead of ~20 s on Cora).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+import torch.nn.functional as F
+
+from twirls.attack import deeprobust_ref
+from twirls.attack import surrogate as sur
+from twirls.attack.io import AttackedGraph, load_attacked, save_attacked
+from twirls.attack.metattack import Metattack, first_argmax
+from twirls.attack.normalize import normalize
+from twirls.compat import import_deeprobust
+from twirls.stages import attack as stage
+
+N_FLIPS = 20
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Thousands of tiny ops per flip: with other jobs on the cores (pytest -n 2), OpenMP
+    threads waiting for each other make them ~10x slower than one thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def block_model(n: int = 200, classes: int = 4, d: int = 60, seed: int = 0):
+    """Connected symmetric SBM graph (many degree-1 nodes), 0/1 features, labels."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, n)
+    p = np.where(y[:, None] == y[None, :], 0.05, 0.006)
+    upper = np.triu(rng.random((n, n)) < p, 1)
+    a = (upper | upper.T).astype(np.float32)
+    _, component = sp.csgraph.connected_components(a, directed=False)
+    main = np.flatnonzero(component == np.argmax(np.bincount(component)))
+    for c in set(component.tolist()) - {component[main[0]]}:  # connect: one edge per component
+        i, j = np.flatnonzero(component == c)[0], rng.choice(main)
+        a[i, j] = a[j, i] = 1.0
+    prototypes = rng.random((classes, d)) < 0.15
+    x = (rng.random((n, d)) < 0.05) | (prototypes[y] & (rng.random((n, d)) < 0.5))
+    return sp.csr_matrix(a), sp.csr_matrix(x.astype(np.float32)), y
+
+
+@pytest.fixture(scope="module")
+def graph():
+    adj, x, y = block_model()
+    perm = np.random.default_rng(1).permutation(adj.shape[0])
+    train, unlabeled = np.sort(perm[:20]), np.sort(perm[20:])
+    torch.manual_seed(15)
+    log_probs = sur.train_gcn(adj, x, y, train, sur.SURROGATE)
+    targets = sur.self_training_labels(log_probs, y, train)
+    return adj, x, y, train, unlabeled, targets
+
+
+@pytest.fixture(scope="module")
+def both(graph):
+    """DeepRobust's and our attack, N_FLIPS flips each from the same random state."""
+    adj, x, y, train, unlabeled, targets = graph
+    torch.manual_seed(3)
+    state = torch.get_rng_state()
+    ref = deeprobust_ref.run_metattack(adj, x, y, train, unlabeled, N_FLIPS, targets)
+    torch.set_rng_state(state)
+    fast = Metattack(adj, x, y, train, unlabeled, targets)
+    attacked = fast.attack(N_FLIPS, progress=False)
+    return ref, fast, attacked
+
+
+def test_first_flips_identical_to_deeprobust(both):
+    ref, fast, attacked = both
+    assert fast.flips == ref.flips
+    assert abs(attacked - ref.adj).sum() == 0
+
+
+def test_attacked_graph_is_symmetric_without_singletons_and_has_exact_flip_count(graph, both):
+    adj = graph[0]
+    _, fast, attacked = both
+    assert abs(attacked - attacked.T).sum() == 0
+    assert attacked.diagonal().sum() == 0
+    assert np.asarray(attacked.sum(1)).min() >= 1
+    assert stage.n_flips_between(adj, attacked) == N_FLIPS == fast.n_perturbations
+    assert all(i < j for i, j in fast.flips)
+
+
+def test_surrogate_accuracy_after_attack_matches_deeprobust(graph, both):
+    adj, x, y, train, unlabeled, _ = graph
+    ref, _, attacked = both
+    gcn = import_deeprobust("graph.defense").GCN
+    torch.manual_seed(7)
+    model = gcn(nfeat=x.shape[1], nclass=int(y.max()) + 1, nhid=16, dropout=0.5,
+                with_relu=False, with_bias=True, device="cpu")
+    model.fit(x, ref.adj, y, train)
+    theirs = sur.accuracy(model.output, y, unlabeled)
+    torch.manual_seed(7)
+    ours = sur.accuracy(sur.train_gcn(attacked, x, y, train, sur.SURROGATE), y, unlabeled)
+    torch.manual_seed(7)
+    clean = sur.accuracy(sur.train_gcn(adj, x, y, train, sur.SURROGATE), y, unlabeled)
+    assert abs(ours - theirs) <= 0.01
+    assert ours < clean  # the attack hurts the model it attacks
+
+
+def _dense_meta_gradient(adj, x, y, train, unlabeled, targets, flips, w1, w2, lambda_):
+    """DeepRobust's formulas in float64 with dense autograd: d(attack loss)/d(adj_changes)."""
+    n = adj.shape[0]
+    changes = torch.zeros(n, n, dtype=torch.float64)
+    for i, j in flips:
+        changes[i, j] = changes[j, i] = 1.0 - 2.0 * adj[i, j]
+    changes.requires_grad_(True)
+    square = changes - torch.diag(torch.diag(changes))
+    a = torch.clamp(square + square.T, -1, 1) + torch.tensor(adj.toarray(), dtype=torch.float64)
+    mx = a + torch.eye(n, dtype=torch.float64)
+    r = mx.sum(1).pow(-0.5)
+    a_hat = torch.diag(r) @ mx @ torch.diag(r)
+    features = torch.tensor(x.toarray(), dtype=torch.float64)
+    w1, w2 = w1.double().requires_grad_(), w2.double().requires_grad_()
+    v1, v2 = torch.zeros_like(w1), torch.zeros_like(w2)
+    labels = torch.as_tensor(y)
+
+    def forward(w1, w2):
+        return a_hat @ ((a_hat @ (features @ w1)) @ w2)
+
+    for _ in range(100):
+        loss = F.cross_entropy(forward(w1, w2)[train], labels[train])
+        g1, g2 = torch.autograd.grad(loss, (w1, w2), create_graph=True)
+        v1, v2 = 0.9 * v1 + g1, 0.9 * v2 + g2
+        w1, w2 = w1 - 0.1 * v1, w2 - 0.1 * v2
+    out = forward(w1, w2)
+    loss = (lambda_ * F.cross_entropy(out[train], labels[train])
+            + (1 - lambda_) * F.cross_entropy(out[unlabeled], targets[unlabeled]))
+    return torch.autograd.grad(loss, changes)[0]
+
+
+@pytest.mark.parametrize("lambda_", [0.0, 0.5])
+def test_meta_gradient_equals_dense_autograd_oracle(graph, lambda_):
+    adj, x, y, train, unlabeled, targets = graph
+    attack = Metattack(adj, x, y, train, unlabeled, targets, lambda_=lambda_)
+    flips = [(0, 1), (int(adj[2].indices[0]), 2)]  # one addition-or-removal, one removal
+    for i, j in flips:
+        attack._toggle(i, j)
+    torch.manual_seed(5)
+    w1, w2 = attack._draw_weights()
+    torch.manual_seed(5)
+    ours = attack.meta_gradient().double()
+    oracle = _dense_meta_gradient(adj, x, y, train, unlabeled, targets, flips, w1, w2, lambda_)
+    assert oracle.abs().max() > 1e-3
+    assert torch.allclose(ours, oracle, atol=2e-5 * float(oracle.abs().max()))
+    for i, j in flips:  # already flipped pairs: zero gradient (DeepRobust's clamp bound)
+        assert ours[i, j] == 0 and ours[j, i] == 0
+    assert torch.equal(ours, ours.T)
+
+
+def test_normalization_is_bitwise_deeprobusts(graph):
+    adj = graph[0]
+    utils = import_deeprobust("graph.utils")
+    theirs = utils.normalize_adj_tensor(torch.tensor(adj.toarray()))
+    ours = torch.tensor(normalize(adj).matrix.toarray())
+    assert torch.equal(ours, theirs)
+
+
+def test_surrogate_consumes_the_random_stream_like_deeprobust(graph):
+    adj, x, y, train, _, _ = graph
+    gcn = import_deeprobust("graph.defense").GCN
+    torch.manual_seed(11)
+    model = gcn(nfeat=x.shape[1], nclass=int(y.max()) + 1, nhid=16, dropout=0.5,
+                with_relu=False, with_bias=True, device="cpu")
+    model.fit(x, adj, y, train)
+    after_theirs = torch.get_rng_state()
+    torch.manual_seed(11)
+    ours = sur.train_gcn(adj, x, y, train, sur.SURROGATE)
+    assert torch.equal(torch.get_rng_state(), after_theirs)
+    assert (ours.argmax(1) == model.output.argmax(1)).float().mean() >= 0.99
+
+
+def test_validation_selected_gcn_matches_deeprobusts(graph):
+    adj, x, y, train, unlabeled, _ = graph
+    val = unlabeled[:30]
+    wrong = y.copy()
+    wrong[val] = (y[val] + 1) % (int(y.max()) + 1)  # validation gets worse as training goes on
+    gcn = import_deeprobust("graph.defense").GCN
+    torch.manual_seed(4)
+    model = gcn(nfeat=x.shape[1], nclass=int(y.max()) + 1, nhid=16, device="cpu")
+    model.fit(x, adj, wrong, train, idx_val=val)
+    torch.manual_seed(4)
+    ours = sur.train_gcn(adj, x, wrong, train, sur.EVALUATION, idx_val=val)
+    assert (ours.argmax(1) == model.output.argmax(1)).float().mean() >= 0.99
+    torch.manual_seed(4)
+    final = sur.train_gcn(adj, x, wrong, train, sur.EVALUATION)
+    assert (final.argmax(1) != ours.argmax(1)).any()  # an early epoch was selected
+
+
+def test_seeded_pipeline_reproduces_deeprobusts_example(graph):
+    adj, x, y, train, unlabeled, _ = graph
+    ref, their_targets = deeprobust_ref.run_example(adj, x, y, train, unlabeled, 5, seed=15)
+    np.random.seed(15)
+    torch.manual_seed(15)
+    targets = sur.self_training_labels(sur.train_gcn(adj, x, y, train, sur.SURROGATE), y, train)
+    assert torch.equal(targets, their_targets)
+    attack = Metattack(adj, x, y, train, unlabeled, targets)
+    attack.attack(5, progress=False)
+    assert attack.flips == ref.flips
+
+
+def test_checkpoint_resume_gives_the_uninterrupted_attack(graph, tmp_path):
+    adj, x, y, train, unlabeled, targets = graph
+    torch.manual_seed(0)
+    whole = Metattack(adj, x, y, train, unlabeled, targets)
+    whole.attack(6, progress=False)
+    ckpt = tmp_path / "ckpt.npz"
+    torch.manual_seed(0)
+    Metattack(adj, x, y, train, unlabeled, targets).attack(3, progress=False, checkpoint=ckpt)
+    torch.manual_seed(123)  # whatever the state now, the checkpoint restores it
+    resumed = Metattack(adj, x, y, train, unlabeled, targets)
+    resumed.attack(6, progress=False, checkpoint=ckpt, checkpoint_every=2)
+    assert resumed.flips == whole.flips
+    assert not list(tmp_path.glob("*.part*"))
+    other = Metattack(adj, x, y, train, unlabeled, targets, train_iters=50)
+    with pytest.raises(ValueError, match="different attack"):
+        other.load_checkpoint(ckpt)
+
+
+def test_memory_buffer_is_reused(graph):
+    adj, x, y, train, unlabeled, targets = graph
+    attack = Metattack(adj, x, y, train, unlabeled, targets)
+    buffer = attack._scores.data_ptr()
+    attack.attack(3, progress=False)
+    assert attack.scores().data_ptr() == buffer
+
+
+def test_first_argmax_is_torch_argmax_with_ties():
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        m = torch.randint(0, 4, (13, 9), generator=gen).float()  # many ties
+        i, j = first_argmax(m)
+        assert i * 9 + j == int(torch.argmax(m))
+
+
+def test_bad_inputs_give_one_clear_error(graph):
+    adj, x, y, train, unlabeled, targets = graph
+    with pytest.raises(ValueError, match="symmetric"):
+        Metattack(sp.triu(adj).tocsr(), x, y, train, unlabeled, targets)
+    with pytest.raises(ValueError, match="idx_train"):
+        Metattack(adj, x, y, np.array([0, 10_000]), unlabeled, targets)
+    with pytest.raises(ValueError, match="lambda_"):
+        Metattack(adj, x, y, train, unlabeled, targets, lambda_=2.0)
+
+
+def test_compat_shim_is_needed_and_works():
+    assert hasattr(import_deeprobust("graph.global_attack"), "Metattack")
+    direct = subprocess.run([sys.executable, "-c", "import deeprobust.graph.global_attack"],
+                            capture_output=True, text=True)
+    assert direct.returncode != 0 and "NameError" in direct.stderr
+
+
+def test_attacked_file_round_trip_and_validation(tmp_path, graph):
+    adj = graph[0]
+    g = AttackedGraph(adj=adj, idx_train=np.arange(3), idx_val=np.arange(3, 5),
+                      idx_test=np.arange(5, 9), meta={"rate": 0.2}, flips=np.array([[0, 1]]))
+    save_attacked(tmp_path / "a.npz", g)
+    back = load_attacked(tmp_path / "a.npz")
+    assert abs(back.adj - adj).sum() == 0 and back.meta == {"rate": 0.2}
+    assert back.flips.tolist() == [[0, 1]] and back.idx_test.tolist() == [5, 6, 7, 8]
+    g.adj = sp.triu(adj).tocsr()
+    save_attacked(tmp_path / "b.npz", g)
+    with pytest.raises(ValueError, match="symmetric"):
+        load_attacked(tmp_path / "b.npz")
+
+
+def _raw_folder(tmp_path, graph):
+    """A nettack raw folder (``cora.npz`` in gnn-meta-attack format + Pro-GNN files)."""
+    adj, x, y = graph[:3]
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    a, f = sp.csr_matrix(adj), sp.csr_matrix(x)
+    np.savez(raw / "cora.npz", adj_data=a.data, adj_indices=a.indices, adj_indptr=a.indptr,
+             adj_shape=a.shape, attr_data=f.data, attr_indices=f.indices, attr_indptr=f.indptr,
+             attr_shape=f.shape, labels=y)
+    perm = np.random.default_rng(2).permutation(adj.shape[0]).tolist()
+    (raw / "cora_prognn_splits.json").write_text(json.dumps(
+        {"idx_train": perm[:20], "idx_val": perm[20:40], "idx_test": perm[40:]}))
+    meta_adj = adj.tolil()
+    meta_adj[0, 1] = meta_adj[1, 0] = 1 - meta_adj[0, 1]
+    sp.save_npz(raw / "cora_meta_adj_0.2.npz", meta_adj.tocsr())
+    return raw
+
+
+@pytest.mark.parametrize("implementation", ["fast", "deeprobust", "prognn"])
+def test_stage_writes_a_valid_attacked_graph(tmp_path, graph, implementation):
+    raw = _raw_folder(tmp_path, graph)
+    out = tmp_path / "attacked" / "nettack-cora.npz"
+    rate = 0.2 if implementation == "prognn" else 0.01
+    assert stage.main(["--dataset", "nettack-cora", "--raw", str(raw), "--rate", str(rate),
+                       "--implementation", implementation, "--out", str(out),
+                       "--eval-seeds", "1", "--quiet"]) == 0
+    result = load_attacked(out)
+    clean = graph[0]
+    expected = 1 if implementation == "prognn" else int(0.01 * (clean.nnz // 2))
+    assert result.meta["n_flips"] == expected == stage.n_flips_between(clean, result.adj)
+    assert result.meta["implementation"] == implementation
+    assert len(result.idx_train) + len(result.idx_val) + len(result.idx_test) == clean.shape[0]
+    assert 0 < result.meta["attacked"]["gcn_mean"] <= 1
+    assert 0 < result.meta["attacked"]["gcn_val_mean"] <= 1
+    assert len(result.flips) == (0 if implementation == "prognn" else expected)
+    assert not list(out.parent.glob("*.part*")) and not list(out.parent.glob("*checkpoint*"))
+
+
+def test_stage_rejects_a_missing_raw_folder(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        stage.main(["--dataset", "nettack-cora", "--raw", str(tmp_path / "nope"),
+                    "--out", str(tmp_path / "o.npz")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "nope: no such folder" in err and "fetch" in err
+    with pytest.raises(SystemExit, match="cora.npz"):
+        stage.main(["--dataset", "nettack-cora", "--raw", str(tmp_path),
+                    "--out", str(tmp_path / "o.npz"), "--quiet"])

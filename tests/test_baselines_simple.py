@@ -1,0 +1,135 @@
+"""MLP, SGC, GCN and APPNP against DGL's layers and closed forms; oversmoothing (paper Sec. 2.2)."""
+
+from __future__ import annotations
+
+import dgl
+import pytest
+import torch
+from dgl.nn import APPNPConv, GraphConv
+
+from twirls.data.graph import undirected_graph
+from twirls.models import APPNP, GCN, MLP, SGC, GraphOps, build_model
+from twirls.models.baselines.sgc import sgc_features
+from twirls.models.energy import closed_form
+from twirls.models.propagation import PropagationSpec, iterates
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_thread():
+    """Tiny graphs: threads only add synchronisation cost (large on a loaded 2-core machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+DT = torch.float64
+
+
+def random_graph(seed: int, n: int = 40, m: int = 100):
+    gen = torch.Generator().manual_seed(seed)
+    return undirected_graph(torch.randint(0, n, (m,), generator=gen),
+                            torch.randint(0, n, (m,), generator=gen), n)
+
+
+def connected_graph(seed: int, n: int = 40, extra: int = 60):
+    """A random spanning tree plus random edges: one connected component."""
+    gen = torch.Generator().manual_seed(seed)
+    parent = (torch.rand(n - 1, generator=gen) * torch.arange(1, n)).long()
+    src = torch.cat([torch.arange(1, n), torch.randint(0, n, (extra,), generator=gen)])
+    dst = torch.cat([parent, torch.randint(0, n, (extra,), generator=gen)])
+    return undirected_graph(src, dst, n)
+
+
+def features(n: int, d: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(n, d, dtype=DT, generator=torch.Generator().manual_seed(seed))
+
+
+def test_gcn_equals_dgl_graphconv_stack():
+    g = random_graph(0)
+    x = features(40, 12)
+    torch.manual_seed(0)
+    model = GCN.from_config({"layers": 3, "hidden": 8, "dropout": 0.0}, 12, 4).double().eval()
+    convs = [GraphConv(a.in_features, a.out_features, norm="both").double()
+             for a in model.lins]
+    for conv, lin in zip(convs, model.lins, strict=True):
+        conv.weight.data.copy_(lin.weight.T)
+        conv.bias.data.copy_(lin.bias)
+    h, gs = x, dgl.add_self_loop(g)
+    for k, conv in enumerate(convs):
+        h = conv(gs, h)
+        h = h.relu() if k < len(convs) - 1 else h
+    out = model(GraphOps.from_dgl(g, dtype=DT), x)
+    assert torch.allclose(out, h, rtol=1e-10, atol=1e-10)
+
+
+def test_sgc_propagates_k_times_once_and_caches():
+    g = random_graph(1)
+    ops = GraphOps.from_dgl(g, dtype=DT)
+    x = features(40, 6)
+    model = SGC.from_config({"steps": 3}, 6, 2).double()
+    adj = ops.gcn_norm().to_dense()
+    expected = torch.linalg.matrix_power(adj, 3) @ x
+    out = model(ops, x)
+    assert torch.allclose(out, model.lin(expected), rtol=1e-10, atol=1e-12)
+    cached = ops._cache[("sgc", 3)][2]
+    out.sum().backward()
+    model(ops, x)
+    assert ops._cache[("sgc", 3)][2] is cached and not cached.requires_grad
+    assert model.lin.weight.grad is not None
+
+
+def test_appnp_equals_dgl_appnpconv():
+    g = random_graph(2)
+    x = features(40, 5).float()  # DGL's APPNPConv only runs in float32
+    torch.manual_seed(0)
+    model = APPNP.from_config({"steps": 7, "alpha": 0.2, "hidden": 8, "dropout": 0.0},
+                              5, 3).eval()
+    h = model.mlp(x)
+    expected = APPNPConv(7, 0.2)(dgl.add_self_loop(g), h)
+    out = model(GraphOps.from_dgl(g), x)
+    assert torch.allclose(out, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_mlp_ignores_the_graph():
+    x = features(40, 5)
+    torch.manual_seed(0)
+    model = MLP.from_config({"layers": 2, "hidden": 8}, 5, 3).double().eval()
+    a = model(GraphOps.from_dgl(random_graph(3), dtype=DT), x)
+    b = model(GraphOps.from_dgl(random_graph(4), dtype=DT), x)
+    assert torch.equal(a, b)
+
+
+def test_oversmoothing_sgc_collapses_twirls_converges_to_closed_form():
+    """Paper Sec. 2.2 / Fig. "Accuracy versus propagation steps": as steps grow, SGC's rows
+    (rescaled by D̃^-1/2) become one vector c; TWIRLS-base reaches (I + λL)⁻¹ f and stays there."""
+    g = connected_graph(5)
+    ops = GraphOps.from_dgl(g, dtype=DT)
+    x = features(40, 6)
+    inv_root = (ops.deg + 1).rsqrt()[:, None]
+
+    def spread(h: torch.Tensor) -> float:
+        h = h / torch.linalg.norm(h)
+        return float(torch.linalg.norm(h - h.mean(0)))
+
+    def sgc(steps: int) -> torch.Tensor:
+        return inv_root * sgc_features(ops, x, steps)
+
+    sgc_spread = [spread(sgc(k)) for k in (0, 2, 16, 256)]
+    assert sgc_spread[3] < 1e-3 * sgc_spread[0]
+    assert sgc_spread[0] > sgc_spread[1] > sgc_spread[2] > sgc_spread[3]
+
+    lam = 1.0
+    ys = list(iterates(ops, x, PropagationSpec(256, lam, 0.5)))
+    target = closed_form(ops, x, lam)
+    assert torch.allclose(ys[256], target, rtol=1e-8, atol=1e-10)
+    assert spread(ys[256]) > 0.3 * spread(x)  # not collapsed
+    assert spread(ys[256]) == pytest.approx(spread(ys[128]), rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["mlp", "sgc", "gcn", "appnp"])
+def test_from_config_rejects_unknown_keys(name):
+    with pytest.raises(ValueError, match="unknown key 'hiden'"):
+        build_model(name, {"hiden": 3}, 5, 2)
+    assert build_model(name, None, 5, 2)(GraphOps.from_dgl(random_graph(0, n=7, m=9)),
+                                         torch.randn(7, 5)).shape == (7, 2)

@@ -1,0 +1,241 @@
+"""TWIRLS propagation (eqs. 2, 6, 10, 20-22 and the appendix variants) against closed forms."""
+
+from __future__ import annotations
+
+import math
+
+import dgl
+import pytest
+import torch
+from dgl.nn import GraphConv
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from twirls.data.graph import undirected_graph
+from twirls.models.attention import AttentionSpec, TruncatedLp
+from twirls.models.energy import (
+    closed_form,
+    energy,
+    energy_trace,
+    lemma33_alpha_bound,
+    robust_energy,
+)
+from twirls.models.graph_ops import GraphOps
+from twirls.models.propagation import (
+    PropagationSpec,
+    iterates,
+    paper_operator,
+    propagate,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_thread():
+    """Tiny graphs: threads only add synchronisation cost (large on a loaded 2-core machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+DT = torch.float64
+
+
+def random_ops(seed: int, n: int, m: int) -> GraphOps:
+    gen = torch.Generator().manual_seed(seed)
+    src, dst = torch.randint(0, n, (m,), generator=gen), torch.randint(0, n, (m,), generator=gen)
+    return GraphOps.from_dgl(undirected_graph(src, dst, n), dtype=DT)
+
+
+def random_f(seed: int, n: int, d: int = 3) -> torch.Tensor:
+    return torch.randn(n, d, dtype=DT, generator=torch.Generator().manual_seed(seed + 1))
+
+
+graphs = st.tuples(st.integers(0, 10_000), st.integers(2, 18), st.integers(0, 45))
+
+
+def steps_to_converge(matrix: torch.Tensor, tol: float = 1e-7) -> int:
+    radius = float(torch.linalg.eigvals(matrix).abs().max())
+    return 10 if radius < 1e-12 else int(math.log(tol) / math.log(radius)) + 10
+
+
+# ------------------------------------------------------------------ eq. 2 (closed form)
+@settings(max_examples=20, deadline=None)
+@given(graph=graphs, lam=st.floats(0.1, 2.0), alpha=st.floats(0.1, 0.3))
+def test_paper_steps_reach_closed_form(graph, lam, alpha):
+    """Small α, many steps of eq. 6 → (I + λL)⁻¹ f (eq. 2), to 1e-4 relative."""
+    ops, f = random_ops(*graph), random_f(graph[0], graph[1])
+    matrix, _ = paper_operator(ops, lam, alpha, normalized=False)
+    steps = steps_to_converge(matrix.to_dense())
+    assert steps < 20_000
+    y = propagate(ops, f, PropagationSpec(steps, lam, alpha))
+    target = closed_form(ops, f, lam)
+    assert torch.linalg.norm(y - target) <= 1e-4 * torch.linalg.norm(target)
+
+
+@settings(max_examples=20, deadline=None)
+@given(graph=graphs, lam=st.floats(0.1, 3.0), alpha=st.floats(0.05, 0.3))
+def test_normalized_steps_reach_normalized_closed_form(graph, lam, alpha):
+    """Appendix "Normalized Laplacian Unfolding": the fixed point is (I + λL̃)⁻¹ f."""
+    ops, f = random_ops(*graph), random_f(graph[0], graph[1])
+    alpha = min(alpha, 1.9 / (1 + 2 * lam))
+    matrix, _ = paper_operator(ops, lam, alpha, normalized=True)
+    spec = PropagationSpec(steps_to_converge(matrix.to_dense()), lam, alpha, normalized=True)
+    y = propagate(ops, f, spec)
+    target = closed_form(ops, f, lam, normalized=True)
+    assert torch.linalg.norm(y - target) <= 1e-4 * torch.linalg.norm(target)
+
+
+def test_reference_variant_fixed_point_and_growth_at_lambda_one():
+    """The authors' code (self-loops kept) solves (I - λP) Z = D̂⁻¹ f, P = D̂^-1/2 Ã D̂^-1/2:
+    a different system than eq. 2, with no solution at λ = 1 (its iterates grow linearly)."""
+    ops, f = random_ops(3, 15, 40), random_f(3, 15)
+    lam, alpha = 0.6, 0.5
+    deg = ops.deg + 1
+    d_hat = lam * deg + (1 - lam)
+    adj = torch.zeros(ops.n, ops.n, dtype=DT)
+    adj[ops.row, ops.col] = 1.0
+    p_mat = adj / (d_hat[:, None] * d_hat[None, :]).sqrt()
+    target = torch.linalg.solve(torch.eye(ops.n, dtype=DT) - lam * p_mat, f / d_hat[:, None])
+    z = propagate(ops, f, PropagationSpec(400, lam, alpha, variant="reference"))
+    assert torch.allclose(z, target, rtol=1e-8, atol=1e-10)
+    # λ = α = 1: every step adds about the same amount along D̂^1/2 1 (per connected piece)
+    norms = [float(torch.linalg.norm(z)) for z in
+             iterates(ops, f.abs(), PropagationSpec(400, 1.0, 1.0, variant="reference"))]
+    assert norms[400] > 1.8 * norms[200] > 3.0 * norms[100]
+    paper = [float(torch.linalg.norm(y)) for y in
+             iterates(ops, f.abs(), PropagationSpec(400, 1.0, 1.0))]
+    assert paper[400] == pytest.approx(paper[200], rel=1e-6)  # eq. 6 converges
+
+
+# ------------------------------------------------------------------ eq. 6 vs dense formula
+@settings(max_examples=20, deadline=None)
+@given(graph=graphs, lam=st.floats(0.01, 5.0), alpha=st.floats(0.05, 1.0),
+       weighted=st.booleans(), prox=st.booleans())
+def test_paper_step_matches_dense_equations(graph, lam, alpha, weighted, prox):
+    """One step = (1-α)Y + α D̃⁻¹(λ A_γ Y + f) (eqs. 6/21), ReLU'd for eq. 10."""
+    ops, f = random_ops(*graph), random_f(graph[0], graph[1])
+    y = random_f(graph[0] + 7, graph[1])
+    gen = torch.Generator().manual_seed(graph[0])
+    gamma = None
+    if weighted:  # a symmetric weight per undirected edge
+        w_node = torch.rand(ops.n, ops.n, dtype=DT, generator=gen)
+        w_node = w_node + w_node.T
+        gamma = w_node[ops.dst, ops.src]
+    a = torch.zeros(ops.n, ops.n, dtype=DT)
+    a[ops.dst, ops.src] = 1.0 if gamma is None else gamma
+    d_tilde = lam * a.sum(1) + 1
+    expected = (1 - alpha) * y + alpha * (lam * a @ y + f) / d_tilde[:, None]
+    if prox:
+        expected = expected.relu()
+    matrix, scale = paper_operator(ops, lam, alpha, False, gamma)
+    out = matrix.addmm(f * scale, y)
+    out = out.relu() if prox else out
+    assert torch.allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_first_step_is_gcn_layer_under_reparameterization():
+    """α = λ = 1, Y⁽⁰⁾ = f: D̃^1/2 Y⁽¹⁾ = D̃^-1/2 Ã D̃^-1/2 Z⁽⁰⁾ with Z⁽⁰⁾ = D̃^1/2 f
+    (appendix "Alternative GCN-like Reparameterization"), checked against DGL's GraphConv."""
+    gen = torch.Generator().manual_seed(0)
+    g = undirected_graph(torch.randint(0, 30, (70,), generator=gen),
+                         torch.randint(0, 30, (70,), generator=gen), 30)
+    ops = GraphOps.from_dgl(g, dtype=DT)
+    f = random_f(0, 30, 5)
+    y1 = propagate(ops, f, PropagationSpec(1, 1.0, 1.0))
+    root = (ops.deg + 1).sqrt()[:, None]  # D̃ = λD + I = D + I at λ = 1
+    z0 = root * f
+    gcn = GraphConv(5, 5, norm="both", weight=False, bias=False).double()
+    expected = gcn(dgl.add_self_loop(g), z0)
+    assert torch.allclose(root * y1, expected, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(root * y1, ops.gcn_norm() @ z0, rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------------ energy descent (Lemma 3.3)
+@settings(max_examples=20, deadline=None)
+@given(graph=graphs, lam=st.floats(0.01, 5.0), alpha=st.floats(0.01, 1.0), prox=st.booleans())
+def test_base_steps_never_increase_energy(graph, lam, alpha, prox):
+    """Eq. 6 with any α ≤ 1 descends eq. 1 (eq. 10: eq. 1 + the indicator of Y ≥ 0)."""
+    ops, f = random_ops(*graph), random_f(graph[0], graph[1])
+    spec = PropagationSpec(15, lam, alpha, prox_relu=prox)
+    values = energy_trace(ops, f, spec)[1 if prox else 0:]  # Y⁽⁰⁾ = f may be < 0
+    for before, after in zip(values[:-1], values[1:], strict=True):
+        assert after <= before * (1 + 1e-12) + 1e-12
+
+
+attention_params = st.tuples(st.sampled_from([0.0, 0.1, 0.5, 1.0, 1.5]), st.floats(0.05, 2.0),
+                             st.one_of(st.just(math.inf), st.floats(1.0, 20.0)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(graph=graphs, lam=st.floats(0.05, 3.0), attn=attention_params,
+       shrink=st.floats(0.1, 1.0), scale=st.floats(0.1, 5.0))
+def test_irls_never_increases_robust_energy_within_lemma_bound(graph, lam, attn, shrink, scale):
+    """Lemma 3.3: γ from eq. 20, Y from eq. 21, α ≤ ||λBᵀΓB + I||⁻¹ ⇒ eq. 12 never increases."""
+    p, tau, t_factor = attn
+    rho = TruncatedLp(p, tau, tau * t_factor)
+    ops, f = random_ops(*graph), scale * random_f(graph[0], graph[1])
+    # γ ≤ 1/τ, so this α satisfies the lemma's bound for every iteration's Γ
+    alpha = shrink * lemma33_alpha_bound(ops, lam, torch.full((ops.num_edges,), 1 / tau,
+                                                                dtype=DT))
+    spec = PropagationSpec(12, lam, alpha, attention=AttentionSpec(rho, "every"))
+    values = energy_trace(ops, f, spec, rho.rho)
+    for before, after in zip(values[:-1], values[1:], strict=True):
+        assert after <= before + 1e-10 * abs(before) + 1e-12
+
+
+@settings(max_examples=25, deadline=None)
+@given(graph=graphs, lam=st.floats(0.05, 3.0), attn=attention_params, scale=st.floats(0.1, 5.0))
+def test_irls_with_jacobi_preconditioning_descends_for_alpha_one(graph, lam, attn, scale):
+    """Stronger than Lemma 3.3 as stated: with the Jacobi preconditioner D̃⁻¹ every α ≤ 1
+    descends (D̃^-1/2 (I + λL_Γ) D̃^-1/2 has eigenvalues in (0, 2)); the paper uses α = 1."""
+    p, tau, t_factor = attn
+    rho = TruncatedLp(p, tau, tau * t_factor)
+    ops, f = random_ops(*graph), scale * random_f(graph[0], graph[1])
+    spec = PropagationSpec(12, lam, 1.0, attention=AttentionSpec(rho, "every"))
+    values = energy_trace(ops, f, spec, rho.rho)
+    for before, after in zip(values[:-1], values[1:], strict=True):
+        assert after <= before + 1e-10 * abs(before) + 1e-12
+
+
+def test_energies_agree_with_dense_formulas():
+    ops, f = random_ops(5, 12, 30), random_f(5, 12)
+    y = random_f(9, 12)
+    lap = ops.laplacian_dense()
+    dense = ((y - f) ** 2).sum() + 0.7 * torch.trace(y.T @ lap @ y)
+    assert energy(ops, y, f, 0.7).item() == pytest.approx(dense.item(), rel=1e-12)
+    # ρ(z²) = z² turns eq. 12 into eq. 1
+    assert robust_energy(ops, y, f, 0.7, lambda z2: z2).item() == pytest.approx(dense.item())
+    # the closed form is the minimiser: zero gradient of eq. 1
+    y_star = closed_form(ops, f, 0.7).requires_grad_(True)
+    (grad,) = torch.autograd.grad(energy(ops, y_star, f, 0.7), y_star)
+    assert grad.abs().max() < 1e-10
+    # Lemma 3.3's bound, dense vs power iteration
+    exact = 1 / (1 + 0.7 * float(torch.linalg.eigvalsh(lap)[-1]))
+    assert lemma33_alpha_bound(ops, 0.7) == pytest.approx(exact, rel=1e-12)
+    assert lemma33_alpha_bound(ops, 0.7, method="power") == pytest.approx(exact, rel=1e-3)
+
+
+def test_spec_rejects_bad_values():
+    with pytest.raises(ValueError, match="lam must be > 0"):
+        PropagationSpec(2, 0.0, 1.0)
+    with pytest.raises(ValueError, match="variant must be one of"):
+        PropagationSpec(2, 1.0, 1.0, variant="dgl")
+    with pytest.raises(ValueError, match="steps must be an integer"):
+        PropagationSpec(-1, 1.0, 1.0)
+
+
+def test_graph_ops_checks_its_input_and_builds_the_gcn_matrix():
+    ok = GraphOps(torch.tensor([0, 1, 1, 2]), torch.tensor([1, 0, 2, 1]), 4, dtype=DT)
+    assert ok.num_edges == 4 and ok.deg.tolist() == [1.0, 2.0, 1.0, 0.0]
+    a_tilde = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 0], [0, 0, 0, 1]], dtype=DT)
+    d = a_tilde.sum(1).rsqrt()
+    assert torch.allclose(ok.gcn_norm().to_dense(), d[:, None] * a_tilde * d[None, :])
+    with pytest.raises(ValueError, match="not symmetric"):
+        GraphOps(torch.tensor([0]), torch.tensor([1]), 2)
+    with pytest.raises(ValueError, match="duplicate edges"):
+        GraphOps(torch.tensor([0, 0, 1, 1]), torch.tensor([1, 1, 0, 0]), 2)
+    with pytest.raises(ValueError, match="self-loops"):
+        GraphOps(torch.tensor([0, 1]), torch.tensor([0, 1]), 2)
+    with pytest.raises(ValueError, match=r"must lie in \[0, 2\)"):
+        GraphOps(torch.tensor([0, 2]), torch.tensor([2, 0]), 2)
