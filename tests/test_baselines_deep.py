@@ -12,7 +12,7 @@ from dgl.nn import APPNPConv
 
 from twirls.data.graph import undirected_graph
 from twirls.models import DAGNN, GCN, GCNII, MODELS, GraphOps, JKNet, build_model
-from twirls.models.baselines.gcnii import identity_strength
+from twirls.models.baselines.gcnii import dropout_linear, identity_strength
 from twirls.models.baselines.jknet import jumping_knowledge
 from twirls.train.loop import TrainConfig, set_seed, train_run
 
@@ -44,6 +44,12 @@ def dense_gcn_norm(g: dgl.DGLGraph) -> torch.Tensor:
     return d[:, None] * a * d[None, :]
 
 
+def bag_of_words(n: int, d: int, seed: int = 0, density: float = 0.05) -> torch.Tensor:
+    """Sparse 0/1 features like Planetoid's (the sparse input path of :func:`dropout_linear`)."""
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.rand(n, d, generator=gen) < density).to(DT)
+
+
 def build(name: str, cfg: dict | None = None, in_dim: int = 6, out_dim: int = 3, seed: int = 0):
     torch.manual_seed(seed)
     return build_model(name, {**SMALL[name], **(cfg or {})}, in_dim, out_dim).double().eval()
@@ -72,6 +78,33 @@ def test_registered_shapes_and_rejects_unknown_keys(name):
 def test_invalid_values_name_the_model_and_key(name, cfg, match):
     with pytest.raises(ValueError, match=f"{MODELS[name].__name__} config: {match}"):
         build_model(name, cfg, 5, 2)
+
+
+def test_dropout_linear_sparse_path_equals_dense_and_drops_only_nonzeros():
+    ops = GraphOps.from_dgl(random_graph(12, n=300, m=600), dtype=DT)
+    x = bag_of_words(300, 40)
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(40, 5).double()
+    for p in (0.0, 0.7):  # p = 0 in training mode: same values and weight gradient as dense
+        out = dropout_linear(ops, x, lin, p, training=False)
+        assert ops._cache[("sparse_features",)][2] is not None  # went sparse
+        assert torch.allclose(out, lin(x), rtol=1e-12, atol=1e-12)
+    sparse_grad = torch.autograd.grad(dropout_linear(ops, x, lin, 0.0, True).square().sum(),
+                                      lin.weight)[0]
+    dense_grad = torch.autograd.grad(lin(x).square().sum(), lin.weight)[0]
+    assert torch.allclose(sparse_grad, dense_grad, rtol=1e-10, atol=1e-12)
+
+    identity = torch.nn.Linear(40, 40, bias=False).double()
+    torch.nn.init.eye_(identity.weight)
+    dropped = dropout_linear(ops, x, identity, 0.7, training=True).detach()
+    kept = dropped != 0
+    assert not bool((kept & (x == 0)).any())
+    assert torch.allclose(dropped[kept], x[kept] / 0.3, rtol=1e-12)
+    assert float(kept.sum() / (x != 0).sum()) == pytest.approx(0.3, abs=0.05)
+
+    dense = features(300, 40)  # dense features: plain path, nothing sparse cached
+    assert torch.allclose(dropout_linear(ops, dense, lin, 0.5, False), lin(dense), rtol=1e-12)
+    assert ops._cache[("sparse_features",)][2] is None
 
 
 # ------------------------------------------------------------------ JKNet
@@ -185,10 +218,10 @@ def test_dagnn_with_zero_steps_gates_its_mlp():
     """K = 0: out = σ(Z s + b) ⊙ Z with Z = MLP(X): the MLP's output, rescaled per node."""
     x = features(30, 6)
     model = build("dagnn", {"steps": 0})
-    z = model.mlp(x)
+    ops = GraphOps.from_dgl(random_graph(7), dtype=DT)
+    z = model.mlp(ops, x)
     gate = torch.sigmoid(z @ model.adjust.proj.weight.T + model.adjust.proj.bias)
-    out = model(GraphOps.from_dgl(random_graph(7), dtype=DT), x)
-    assert torch.allclose(out, gate * z, rtol=1e-12, atol=1e-14)
+    assert torch.allclose(model(ops, x), gate * z, rtol=1e-12, atol=1e-14)
     with torch.no_grad():  # a saturated gate passes the MLP through unchanged
         model.adjust.proj.weight.zero_()
         model.adjust.proj.bias.fill_(50.0)
@@ -197,11 +230,11 @@ def test_dagnn_with_zero_steps_gates_its_mlp():
 
 
 def test_dagnn_matches_the_dense_adaptive_combination():
-    """out_i = Σ_k σ((Â^k Z)_i s + b) (Â^k Z)_i (DAGNN eq. 10)."""
+    """out_i = Σ_k σ((Â^k Z)_i s + b) (Â^k Z)_i (the DAGNN model)."""
     g, x = random_graph(9), features(30, 6)
     adj = dense_gcn_norm(g)
     model = build("dagnn", {"steps": 5})
-    z = model.mlp(x)
+    z = model.mlp(GraphOps.from_dgl(g, dtype=DT), x)
     expected = torch.zeros_like(z)
     for k in range(6):
         h = torch.linalg.matrix_power(adj, k) @ z
@@ -215,7 +248,7 @@ def test_dagnn_matches_the_dense_adaptive_combination():
 # ------------------------------------------------------------------ training behaviour
 @pytest.mark.parametrize("name", NAMES)
 def test_every_parameter_gets_a_gradient(name):
-    ops, x = GraphOps.from_dgl(random_graph(10), dtype=DT), features(30, 6)
+    ops, x = GraphOps.from_dgl(random_graph(10), dtype=DT), bag_of_words(30, 6, density=0.2)
     model = build(name, {"dropout": 0.5}).train()
     torch.nn.functional.cross_entropy(model(ops, x), torch.arange(30) % 3).backward()
     for pname, p in model.named_parameters():

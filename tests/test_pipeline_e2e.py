@@ -56,6 +56,12 @@ def test_results_and_index(repo):
     assert het.loc[("texas", "TWIRLS"), "runs"] == 10  # one run on each of the ten splits
 
 
+def test_sweep_draws_its_figure(repo):
+    assert (repo / "reports" / "figures" / "propagation-steps-cora.png").stat().st_size > 1000
+    index = (repo / "reports" / "README.md").read_text()
+    assert "[propagation-steps-cora.png](figures/propagation-steps-cora.png)" in index
+
+
 def test_metrics_and_plots_for_dvc(repo):
     metrics = json.loads((repo / "metrics" / "train" / "cora-twirls-base-k2.json").read_text())
     assert metrics["status"] == "ok" and metrics["runs"] == 2

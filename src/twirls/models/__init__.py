@@ -16,11 +16,13 @@ from typing import Any
 from torch import nn
 
 from twirls.models.baselines import APPNP, DAGNN, GCN, GCNII, MLP, SGC, JKNet
+from twirls.models.closed_form import TWIRLSClosedForm
 from twirls.models.graph_ops import GraphOps, SparseMatrix
 from twirls.models.twirls import TWIRLS
 
 MODELS: dict[str, Any] = {
     "twirls": TWIRLS,
+    "twirls-closed-form": TWIRLSClosedForm,
     "mlp": MLP,
     "sgc": SGC,
     "gcn": GCN,
@@ -40,4 +42,4 @@ def build_model(name: str, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: 
 
 
 __all__ = ["APPNP", "GCN", "MLP", "MODELS", "SGC", "TWIRLS", "GraphOps", "SparseMatrix",
-           "build_model"]
+           "TWIRLSClosedForm", "build_model"]

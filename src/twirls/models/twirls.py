@@ -36,12 +36,11 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from twirls.models.attention import AttentionSpec
 from twirls.models.config import check, resolve_config
 from twirls.models.graph_ops import GraphOps
-from twirls.models.layers import FeedForward
+from twirls.models.layers import FeedForward, dropout, is_sparse
 from twirls.models.propagation import Propagation, PropagationSpec
 
 REQUIRED = ("steps", "lam", "alpha")
@@ -61,7 +60,7 @@ DEFAULTS: dict[str, Any] = {
 
 
 class TWIRLS(nn.Module):
-    """TWIRLS / TWIRLS-base / TWIRLS* (see module doc).
+    """TWIRLS / TWIRLS-base / TWIRLS* (see module doc). ``x`` may be sparse CSR.
 
     Args:
         in_dim: node feature width (ignored when ``embedding > 0``).
@@ -76,6 +75,8 @@ class TWIRLS(nn.Module):
     Shapes: ``forward(ops, x)`` takes ``x: (n, in_dim)`` (or ``None`` with ``embedding``) and
     returns ``(n, out_dim)`` logits.
     """
+
+    accepts_sparse = True  # x may be a sparse CSR matrix (see FeedForward)
 
     def __init__(self, in_dim: int, out_dim: int, spec: PropagationSpec, *,
                  mlp_before: int = 1, mlp_after: int = 0, hidden: int = 128,
@@ -139,9 +140,11 @@ class TWIRLS(nn.Module):
                              "`embedding: <dim>` in the model config to learn node inputs")
         if self.cacheable:
             spec = self.propagation.spec
-            y = ops.cached_for(("twirls*", spec), x, lambda: self._propagate_no_grad(ops, x))
+            dense = x.to_dense() if is_sparse(x) else x
+            y = ops.cached_for(("twirls*", spec), x,
+                               lambda: self._propagate_no_grad(ops, dense))
         else:
-            x = F.dropout(x, self.input_dropout, self.training)
+            x = dropout(x, self.input_dropout, self.training)
             y = self.propagation(ops, self.mlp_before(x))
         return self.mlp_after(y)
 

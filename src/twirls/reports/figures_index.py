@@ -7,5 +7,6 @@ FIGURES: dict[str, str] = {
     "attention-functions": "Appendix figure: rho(z^2) and s(z^2), p = 0.1, tau = 0.2, T = 2",
     "amazon-macro-f1": "Appendix figure: Amazon co-purchase macro F1",
     "chains": "Appendix figure: Chains, accuracy versus chain length",
+    "citeseer-alpha-steps": "Extra figure: Table 8 (alpha x S on Citeseer) drawn as curves",
     "architecture": "Appendix figure: model architecture (a diagram, not reproduced)",
 }

@@ -2,7 +2,8 @@
 
 Inputs come from params, never from globbing: ``report.cells`` and ``report.figures``, plus
 ``results/train/<name>.json`` for every entry of ``experiments`` and ``results/robust/<name>.json``
-for every entry of ``robust`` and ``robust_attn``.
+for every entry of ``robust`` and ``robust_attn``, and ``results/sweep/<name>.json`` for every
+sweep.
 """
 
 from __future__ import annotations
@@ -26,10 +27,16 @@ def main(argv: list[str] | None = None) -> int:
     files += [Path("results/train") / f"{name}.json" for name in declared.get("experiments", {})]
     for group in ("robust", "robust_attn"):
         files += [Path("results/robust") / f"{name}.json" for name in declared.get(group, {})]
-    cells = [c for path in files for c in read_cells(path)]
+    files += [Path("results/sweep") / f"{name}.json" for name in declared.get("sweeps", {})]
+    missing = [path for path in files if not path.exists()]
+    for path in missing:  # only when stages were run one by one; `dvc repro` runs them all
+        print(f"report: {path} not written yet (its stage has not run); its cells stay "
+              f"paper-only", file=sys.stderr)
+    cells = [c for path in files if path.exists() for c in read_cells(path)]
     results = build_results(cells, read_paper())
     write_atomic(args.reports / "results.csv", results[COLUMNS].to_csv(index=False))
-    write_index(results, args.reports, set(params.get("figures") or []))
+    figures = set(params.get("figures") or []) | set(declared.get("sweeps", {}))
+    write_index(results, args.reports, figures)
     counts = results["status"].value_counts().to_dict()
     print("results.csv:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 0

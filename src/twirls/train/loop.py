@@ -160,7 +160,10 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
     split = Split(split.train.to(device), split.val.to(device), split.test.to(device))
     if seed is not None:
         set_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    # models with several weight-decay groups (GCNII: convolutions vs dense layers) say so
+    params = (model.param_groups(cfg.weight_decay) if hasattr(model, "param_groups")
+              else model.parameters())
+    optimizer = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     has_val = split.val.numel() > 0
     best: dict[str, float] | None = None
     best_epoch, since_best = -1, 0

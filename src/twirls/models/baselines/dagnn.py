@@ -1,6 +1,6 @@
 """DAGNN (Liu, Gao & Ji, KDD 2020): decoupled MLP + K propagations + adaptive adjustment.
 
-Architecture (DAGNN paper, eq. 10)::
+Architecture (the DAGNN model of Liu et al., Sec. "Deep Adaptive Graph Neural Network")::
 
     Z  = MLP(X)                                   (n, c)   two linear layers, ReLU, dropout
     H  = [Z, Â Z, Â² Z, …, Â^K Z]                 (n, K+1, c),  Â = D̃^-1/2 Ã D̃^-1/2 (eq. 7)
@@ -11,7 +11,8 @@ Architecture (DAGNN paper, eq. 10)::
 Unlike SGC/APPNP, which fix the weight of every depth, each node weighs its own receptive
 fields ``Â^k Z`` through the shared projection ``s ∈ R^c`` (gated by a sigmoid), so a large K
 does not oversmooth (TWIRLS paper Sec. 2.2). Dropout acts on the input and on the hidden
-activation of the MLP, as in the authors' code.
+activation of the MLP; its layers keep PyTorch's default initialisation, as in the authors'
+code.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from twirls.models.baselines.gcnii import dropout_linear
 from twirls.models.config import check, resolve_config
 from twirls.models.graph_ops import GraphOps
-from twirls.models.layers import FeedForward
 
 DEFAULTS: dict[str, Any] = {"steps": 10, "hidden": 64, "dropout": 0.8}
 
@@ -80,7 +81,7 @@ class DAGNN(nn.Module):
         check(isinstance(steps, int) and steps >= 0, "DAGNN",
               f"steps must be an integer >= 0, got {steps!r}")
         check(0.0 <= dropout < 1.0, "DAGNN", f"dropout must be in [0, 1), got {dropout}")
-        self.mlp = FeedForward(in_dim, hidden, out_dim, 2, dropout=dropout)
+        self.lin1, self.lin2 = nn.Linear(in_dim, hidden), nn.Linear(hidden, out_dim)
         self.adjust = AdaptiveAdjustment(out_dim, steps)
         self.dropout = dropout
 
@@ -89,6 +90,10 @@ class DAGNN(nn.Module):
                     num_nodes: int | None = None) -> DAGNN:
         return cls(in_dim, out_dim, **resolve_config("DAGNN", cfg, DEFAULTS))
 
+    def mlp(self, ops: GraphOps, x: Tensor) -> Tensor:
+        """``Z = Dropout → Linear → ReLU → Dropout → Linear`` of ``x``: ``(n, in_dim) → (n, c)``."""
+        h = F.relu(dropout_linear(ops, x, self.lin1, self.dropout, self.training))
+        return self.lin2(F.dropout(h, self.dropout, self.training))
+
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
-        z = self.mlp(F.dropout(x, self.dropout, self.training))
-        return self.adjust(ops, z)
+        return self.adjust(ops, self.mlp(ops, x))

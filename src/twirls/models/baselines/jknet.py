@@ -1,6 +1,6 @@
 """JKNet (Xu et al., ICML 2018): a GCN stack whose layer outputs all "jump" to the output.
 
-Architecture (the node-classification JK-Net of the paper, Fig. 4; as in DGL's example)::
+Architecture (Xu et al.'s JK-Net for node classification, laid out as DGL's example)::
 
     h⁽⁰⁾ = X
     h⁽ˡ⁾ = ReLU(Â h⁽ˡ⁻¹⁾ W_l + b_l)         l = 1 … L,  Â = D̃^-1/2 Ã D̃^-1/2 (SGC eq. 7)
@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from twirls.models.baselines.gcnii import dropout_linear
 from twirls.models.config import check, resolve_config
 from twirls.models.graph_ops import GraphOps, SparseMatrix
 
@@ -88,10 +89,11 @@ class JKNet(nn.Module):
     def layer_outputs(self, ops: GraphOps, x: Tensor) -> list[Tensor]:
         """``[h⁽¹⁾, …, h⁽ᴸ⁾]``, the inputs of the jumping-knowledge aggregation."""
         adj = ops.gcn_norm()
-        hs = []
-        for conv in self.convs:
-            x = F.relu(_gcn_linear(adj, F.dropout(x, self.dropout, self.training), conv))
-            hs.append(x)
+        first = dropout_linear(ops, x, self.convs[0], self.dropout, self.training, bias=False)
+        hs = [F.relu(adj @ first + self.convs[0].bias)]
+        for conv in self.convs[1:]:
+            hs.append(F.relu(_gcn_linear(adj, F.dropout(hs[-1], self.dropout, self.training),
+                                         conv)))
         return hs
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:

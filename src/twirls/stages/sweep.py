@@ -1,0 +1,136 @@
+"""Stages ``sweep@<name>``: one model over a grid of hyperparameters, every point in one stage.
+
+The sweep is ``sweeps.<name>`` in ``params.yaml``::
+
+    citeseer-alpha-steps:
+      dataset: citeseer
+      split: public
+      table: citeseer-alpha-steps              # paper table of the cells (or omit: figure only)
+      label: "TWIRLS-base[S={steps},alpha={alpha}]"
+      curves:                                  # one or more models, each with its grid
+        TWIRLS-base:
+          model: twirls
+          model_cfg: {...}
+          train_cfg: {...}
+          grid: {steps: [8, 16, 32, 64], alpha: [0.1, 0.25, 0.5, 1.0]}
+      figure: {x: steps, title: ...}           # reports/figures/<name>.png (x: grid key)
+      seeds: 3
+
+Writes ``results/sweep/<name>.json`` (cells), ``metrics/sweep/<name>.json`` (all points) and
+``reports/figures/<name>.png``. A curve without ``grid`` is drawn as a horizontal line (e.g. the
+closed-form solution).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from twirls.data.registry import DatasetUnavailable, load_dataset
+from twirls.params import load_params
+from twirls.reports.results import Cell, write_cells
+from twirls.stages.train import run_experiment, write_json
+from twirls.train.device import pick_device
+
+
+def grid_points(grid: dict[str, list]) -> list[dict[str, Any]]:
+    keys = list(grid)
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*grid.values())]
+
+
+def plot(name: str, sweep: dict[str, Any], points: list[dict[str, Any]], out: Path,
+         reason: str = "") -> None:
+    """Accuracy against ``figure.x``: one line per curve and per value of the other grid keys;
+    a curve without a grid is a horizontal line. Without data, a figure that says why."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig_cfg = sweep.get("figure") or {}
+    x = fig_cfg.get("x", "steps")
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    if reason:
+        ax.text(0.5, 0.5, f"no data:\n{reason[:200]}", ha="center", va="center", wrap=True,
+                fontsize=7, transform=ax.transAxes)
+    for curve, spec in sweep["curves"].items():
+        pts = [p for p in points if p["curve"] == curve]
+        if not pts:
+            continue
+        if not spec.get("grid"):
+            ax.axhline(pts[0]["mean"], ls="--", color="grey", label=curve)
+            continue
+        others = sorted({tuple((k, v) for k, v in p["point"].items() if k != x) for p in pts})
+        for other in others:
+            line = sorted((p for p in pts if tuple(
+                (k, v) for k, v in p["point"].items() if k != x) == other),
+                key=lambda p: p["point"][x])
+            label = curve + "".join(f", {k}={v}" for k, v in other)
+            ax.errorbar([p["point"][x] for p in line], [p["mean"] for p in line],
+                        yerr=[p["std"] for p in line], marker="o", capsize=2, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(fig_cfg.get("xlabel", x))
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title(fig_cfg.get("title", name))
+    if points:
+        ax.legend(fontsize=7)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.stem + ".part.png")
+    fig.savefig(tmp, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    tmp.replace(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("sweep")
+    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
+    args = parser.parse_args(argv)
+    name = args.sweep
+    params = load_params(f"sweep@{name}")
+    sweep = params["sweeps"][name]
+    torch.set_num_threads(int(params["threads"]))
+    seeds = int(sweep.get("seeds", params["train"]["seeds"]))
+    device = pick_device(params["device"])
+
+    cells: list[Cell] = []
+    points: list[dict[str, Any]] = []
+    reason = ""
+    try:
+        data = load_dataset(sweep["dataset"], args.raw)
+    except DatasetUnavailable as exc:
+        data, reason = None, str(exc)
+    for curve, spec in sweep["curves"].items():
+        for point in grid_points(spec.get("grid") or {}):
+            label = sweep.get("label", "{curve}").format(curve=curve, **point)
+            if data is None:
+                if "table" in sweep:
+                    cells.append(Cell(sweep["table"], sweep["dataset"], label, "accuracy",
+                                      status="no-data", note=reason))
+                continue
+            cfg = {**(spec.get("model_cfg") or {}), **point}
+            exp = {**spec, "model_cfg": cfg, "split": sweep.get("split", "all")}
+            result = run_experiment(exp, data, seeds, device)
+            mean, std = 100 * result.mean(), 100 * result.std()
+            print(f"{name} {curve} {point}: {result}")
+            points.append({"curve": curve, "point": point, "mean": mean, "std": std,
+                           "runs": len(result.runs)})
+            if "table" in sweep:
+                cells.append(Cell(sweep["table"], sweep["dataset"], label, "accuracy", mean, std,
+                                  len(result.runs), note=sweep.get("note", "")))
+    write_cells(Path("results/sweep") / f"{name}.json", cells)
+    write_json(Path("metrics/sweep") / f"{name}.json",
+               {"status": "ok" if data is not None else "no-data",
+                "points": {f"{p['curve']} {p['point']}": round(p["mean"], 3) for p in points}})
+    plot(name, sweep, points, Path("reports/figures") / f"{name}.png",
+         reason if data is None else "")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
