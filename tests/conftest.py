@@ -10,3 +10,9 @@ import torch  # noqa: E402
 
 # Two pytest workers share two cores: one torch thread each avoids 3-10x oversubscription.
 torch.set_num_threads(1)
+
+from hypothesis import settings  # noqa: E402
+
+# The same examples on every run and machine: a property test that fails, fails every time.
+settings.register_profile("deterministic", derandomize=True, database=None)
+settings.load_profile("deterministic")

@@ -18,16 +18,6 @@ from twirls.models.attention import (
     cosine_score,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    """Tiny graphs: threads only add synchronisation cost (large on a loaded 2-core machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 DT = torch.float64  # every tensor below is float64
 
 

@@ -13,16 +13,6 @@ from twirls.models.baselines.sgc import sgc_features
 from twirls.models.energy import closed_form
 from twirls.models.propagation import PropagationSpec, iterates
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    """Tiny graphs: threads only add synchronisation cost (large on a loaded 2-core machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 DT = torch.float64
 
 

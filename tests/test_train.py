@@ -23,16 +23,6 @@ from twirls.train import (
 from twirls.train.device import cuda_status
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    """Tiny graphs: threads only add synchronisation cost (large on a loaded 2-core machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-
 def easy_dataset(seed: int = 0, n: int = 150, classes: int = 3, d: int = 16):
     """Homophilous graph, noisy class-mean features: every sensible model should learn it."""
     gen = torch.Generator().manual_seed(seed)

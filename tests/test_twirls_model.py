@@ -14,16 +14,6 @@ from twirls.models.attention import TruncatedLp
 from twirls.models.propagation import PropagationSpec, propagate
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    """Tiny graphs: threads only add synchronisation cost (large on a loaded 2-core machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-
 def random_graph(seed: int, n: int = 40, m: int = 110):
     gen = torch.Generator().manual_seed(seed)
     return undirected_graph(torch.randint(0, n, (m,), generator=gen),

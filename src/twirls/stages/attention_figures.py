@@ -22,14 +22,7 @@ import torch  # noqa: E402
 
 from twirls.models.attention import AttentionSpec, cosine_rho  # noqa: E402
 from twirls.params import load_params  # noqa: E402
-
-
-def save(fig: plt.Figure, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".part.png")
-    fig.savefig(tmp, dpi=150, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)
+from twirls.reports.figure_file import save_figure  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                 ax.annotate(name, (thr**2, ax.get_ylim()[1]), fontsize=8, ha="center",
                             va="bottom")
     fig.suptitle(f"truncated $\\ell_p$ attention: p={rho.p:g}, τ={rho.tau:g}, T={rho.T:g}")
-    save(fig, args.out / "attention-functions.png")
+    save_figure(fig, args.out / "attention-functions.png")
 
     z2 = torch.linspace(0, 4, 401, dtype=torch.float64)
     fig, ax = plt.subplots(figsize=(4, 3))
@@ -63,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     ax.set_xlabel(r"$z^2$")
     ax.set_ylabel(r"$\rho(z^2) = z^2 - z^4/8$")
     ax.set_title("cosine-distance attention")
-    save(fig, args.out / "cosine-rho.png")
+    save_figure(fig, args.out / "cosine-rho.png")
     return 0
 
 

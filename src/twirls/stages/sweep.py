@@ -33,6 +33,7 @@ import torch
 
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.params import load_params
+from twirls.reports.figure_file import save_figure
 from twirls.reports.results import Cell, write_cells
 from twirls.stages.train import run_experiment, write_json
 from twirls.train.device import pick_device
@@ -79,11 +80,7 @@ def plot(name: str, sweep: dict[str, Any], points: list[dict[str, Any]], out: Pa
     ax.set_title(fig_cfg.get("title", name))
     if points:
         ax.legend(fontsize=7)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".part.png")
-    fig.savefig(tmp, dpi=150, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(out)
+    save_figure(fig, out)
 
 
 def main(argv: list[str] | None = None) -> int:
