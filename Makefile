@@ -24,7 +24,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m twirls.bench.epoch_time
-	$(BIN)/python -m twirls.bench.mettack
+	$(BIN)/python -m twirls.bench.mettack --dr-flips 20  # ~10 min: DeepRobust takes ~25 s per flip
 
 clean-venv:
 	rm -rf $(VENV)

@@ -8,12 +8,18 @@ truth, so a test can check that the loader recovers it. Everything is seeded.
 from __future__ import annotations
 
 import gzip
+import os
 import pickle
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
+REPO = Path(__file__).resolve().parents[1]
+#: the offline mirror of raw files (CI: ../shared/datasets beside the clone)
+MIRROR = Path(os.environ.get("TWIRLS_DATA_MIRROR", REPO.parent / "shared" / "datasets"))
+PLANETOID = "kimiyoung__planetoid/data"
 
 
 def random_edges(rng: np.random.RandomState, n: int, m: int) -> np.ndarray:

@@ -157,3 +157,12 @@ def test_attention_spec_from_config_and_placement():
         AttentionSpec.from_config({"placement": "end"})
     with pytest.raises(ValueError, match="T <= 0 means inf"):
         AttentionSpec.from_config({"T": -1})
+
+
+@pytest.mark.parametrize("p", [5e-324, 1e-300, 1e-12])
+def test_rho_for_tiny_p_is_the_p0_limit_without_cancellation(p):
+    """(2/p)(z^p - τ̄^p) cancels (or overflows) for tiny p; ρ must approach the p = 0 branch."""
+    z2 = torch.tensor([0.5, 1.5, 3.0, 100.0], dtype=DT)
+    tiny, zero = TruncatedLp(p, 1.0, math.inf), TruncatedLp(0.0, 1.0, math.inf)
+    assert torch.allclose(tiny.rho(z2), zero.rho(z2), rtol=1e-10)
+    assert torch.isfinite(tiny.rho(z2)).all()

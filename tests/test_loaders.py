@@ -8,7 +8,6 @@ Nettack LCC sizes, OGB counts).
 
 from __future__ import annotations
 
-import os
 import shutil
 import warnings
 from pathlib import Path
@@ -22,6 +21,8 @@ from twirls.data import amazon, chains, geom, nettack, ogb_arxiv, pku, planetoid
 from twirls.data.graph import GraphData
 
 from fixtures import (
+    MIRROR,
+    PLANETOID,
     edge_set,
     random_sentences,
     write_amazon,
@@ -31,9 +32,6 @@ from fixtures import (
     write_planetoid,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-MIRROR = Path(os.environ.get("TWIRLS_DATA_MIRROR", REPO.parent / "shared" / "datasets"))
-PLANETOID = "kimiyoung__planetoid/data"
 GEOM = "graphdml-uiuc-jlu__geom-gcn"
 
 

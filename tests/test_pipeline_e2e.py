@@ -62,6 +62,17 @@ def test_sweep_draws_its_figure(repo):
     assert "[propagation-steps-cora.png](figures/propagation-steps-cora.png)" in index
 
 
+def test_energy_stage_traces_and_figure(repo):
+    result = json.loads((repo / "results" / "energy" / "cora.json").read_text())
+    assert result["status"] == "ok" and len(result["curves"]["twirls-base"]["trace"]) == 9
+    assert result["curves"]["twirls-base"]["monotone"]
+    metrics = json.loads((repo / "metrics" / "energy" / "cora.json").read_text())
+    assert metrics["base_monotone"] == 1 and metrics["every_monotone"] == 1
+    assert (repo / "reports" / "figures" / "energy-per-step-cora.png").stat().st_size > 1000
+    index = (repo / "reports" / "README.md").read_text()
+    assert "[energy-per-step-cora.png](figures/energy-per-step-cora.png)" in index
+
+
 def test_metrics_and_plots_for_dvc(repo):
     metrics = json.loads((repo / "metrics" / "train" / "cora-twirls-base-k2.json").read_text())
     assert metrics["status"] == "ok" and metrics["runs"] == 2
@@ -80,6 +91,8 @@ def test_attention_experiment_reruns_only_attention_stages(repo):
     out = dvc(repo, "exp", "run", "-S", "attention.p=0.2").stdout
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
     ran = {s for s in ran if not s.startswith("fetch@")}  # fetch only re-verifies checksums
-    assert ran == {"robust-attn@nettack-cora-fast-twirls", "attention-figures", "report"}
+    # exactly the stages that declare `attention` (and the report, which reads their results)
+    assert ran == {"robust-attn@nettack-cora-fast-twirls", "attention-figures", "energy",
+                   "report"}
     shown = dvc(repo, "exp", "show", "--csv").stdout
     assert "attention.p" in shown and "0.2" in shown

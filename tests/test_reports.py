@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from twirls.reports.explanations import read_explanations
 from twirls.reports.figures_index import FIGURES
 from twirls.reports.render import TABLES, cell_text, write_index
 from twirls.reports.results import (
@@ -18,6 +20,7 @@ from twirls.reports.results import (
     status_of,
     write_cells,
 )
+from twirls.stages.report import figures_present
 
 
 def test_paper_numbers_cover_every_table_and_cite_it():
@@ -114,3 +117,38 @@ def test_index_lists_every_table_and_figure(tmp_path):
     assert "no data (56.68 ± 2.81)" in cws and "pku: missing" in cws
     tex = (tmp_path / "tables" / "cws.tex").read_text()
     assert r"\begin{tabular}" in tex and r"$\pm$" in tex
+
+
+def test_index_claims_only_figures_that_exist(tmp_path):
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "cosine-rho.png").write_bytes(b"png")
+    assert figures_present(tmp_path, {"cosine-rho", "propagation-steps-cora"}) == {"cosine-rho"}
+
+
+def test_explanations_are_rendered_under_their_table_with_the_status(tmp_path):
+    cells = [Cell("mlp-layers", "cora", "TWIRLS-base[K=1]", "accuracy", 80.0, 0.5, 10)]
+    results = build_results(cells, read_paper())
+    path = tmp_path / "ex.csv"
+    path.write_text("table,dataset,model,explanation\n"
+                    "mlp-layers,cora,TWIRLS-base[K=1],the appendix config is not the README's\n"
+                    "mlp-layers,*,*,one K=2 model for the whole table\n")
+    ex = read_explanations(results, path)
+    write_index(results, tmp_path, set(), ex)
+    md = (tmp_path / "tables" / "mlp-layers.md").read_text()
+    assert ("- TWIRLS-base[K=1] / cora (differs): the appendix config is not the README's"
+            in md)
+    assert "- all cells: one K=2 model for the whole table" in md
+    assert "Why cells differ" not in (tmp_path / "tables" / "attack.md").read_text()
+
+
+def test_an_explanation_of_an_unknown_cell_is_one_clear_error(tmp_path):
+    results = build_results([], read_paper())
+    path = tmp_path / "ex.csv"
+    path.write_text("table,dataset,model,explanation\nmlp-layers,cora,TWIRLS-base[K=9],x\n")
+    with pytest.raises(ValueError, match=r"line 2: no cell .*TWIRLS-base\[K=9\]"):
+        read_explanations(results, path)
+
+
+def test_the_committed_explanations_name_existing_cells():
+    results = pd.read_csv(Path(__file__).parents[1] / "reports" / "results.csv")
+    read_explanations(results)  # raises on a stale row

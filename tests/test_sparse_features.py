@@ -39,6 +39,25 @@ def test_twirls_and_closed_form_same_with_sparse_features():
             torch.testing.assert_close(gs, gd, rtol=1e-5, atol=1e-6)
 
 
+def test_baselines_same_with_sparse_features():
+    ops, x = graph_and_features()
+    for name, cfg in [("mlp", {"layers": 2, "hidden": 8, "input_dropout": 0.3}),
+                      ("mlp", {"layers": 1}),
+                      ("gcn", {"layers": 2, "hidden": 8}),
+                      ("gcn", {"layers": 1}),
+                      ("appnp", {"steps": 3, "layers": 2, "hidden": 8})]:
+        torch.manual_seed(0)
+        model = build_model(name, cfg, x.shape[1], 3).eval()
+        assert model.accepts_sparse
+        dense = outputs_and_grads(model, ops, x)
+        sparse = outputs_and_grads(model, ops, x.to_sparse_csr())
+        torch.testing.assert_close(sparse[0], dense[0], rtol=1e-5, atol=1e-6)
+        for gs, gd in zip(sparse[1], dense[1], strict=True):
+            torch.testing.assert_close(gs, gd, rtol=1e-5, atol=1e-6)
+        model.train()  # training mode (sparse dropout) runs and gives finite outputs
+        assert torch.isfinite(model(ops, x.to_sparse_csr())).all()
+
+
 def test_sparse_dropout_is_dense_dropout_on_stored_entries():
     _, x = graph_and_features()
     torch.manual_seed(1)

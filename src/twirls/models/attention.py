@@ -110,11 +110,14 @@ class TruncatedLp:
             return z2.clone()
         tb2 = self.tau_bar**2
         zc = z2.clamp(min=tb2, max=self.T_bar**2)
-        if self.p == 0.0:
-            middle = 1.0 + torch.log(zc / tb2)
-        else:
-            tbp = self.tau_bar**self.p
-            middle = tbp + (2.0 / self.p) * (zc.pow(self.p / 2.0) - tbp)
+        # (2/p) z^p - ρ₀ = τ̄^p [1 + (2/p) expm1((p/2) L)], L = log(z²/τ̄²): written with
+        # expm1(x)/x (→ 1 as x → 0) so tiny p neither cancels nor overflows, and p = 0 gives
+        # its limit 1 + L exactly
+        log_ratio = torch.log(zc / tb2)
+        x = (self.p / 2.0) * log_ratio
+        safe = torch.where(x == 0, torch.ones_like(x), x)
+        rel = torch.where(x == 0, torch.ones_like(x), torch.expm1(safe) / safe)
+        middle = self.tau_bar**self.p * (1.0 + log_ratio * rel)
         return torch.where(z2 < tb2, z2 / self.tau, middle)
 
 

@@ -8,5 +8,7 @@ FIGURES: dict[str, str] = {
     "amazon-macro-f1": "Appendix figure: Amazon co-purchase macro F1",
     "chains": "Appendix figure: Chains, accuracy versus chain length",
     "citeseer-alpha-steps": "Extra figure: Table 8 (alpha x S on Citeseer) drawn as curves",
+    "energy-per-step-cora": "Extra figure: energy per propagation step on Cora, with and without "
+                            "attention (Lemma 3.3)",
     "architecture": "Appendix figure: model architecture (a diagram, not reproduced)",
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -73,6 +74,11 @@ def status_of(metric: str, delta: float, paper_std: float) -> str:
     return "reproduced" if abs(delta) < 1e-9 else "differs"
 
 
+def _natural(label: object) -> str:
+    """Sort key that orders numbers in labels by value (``S=8`` before ``S=16``)."""
+    return re.sub(r"\d+(?:\.\d+)?", lambda m: f"{float(m.group()):016.6f}", str(label))
+
+
 def build_results(cells: list[Cell], paper: pd.DataFrame) -> pd.DataFrame:
     """Join our cells with the paper's; every paper cell appears, ran or not."""
     ours = pd.DataFrame([asdict(c) for c in cells], columns=[*asdict(Cell("", "", "", "")).keys()])
@@ -96,5 +102,6 @@ def build_results(cells: list[Cell], paper: pd.DataFrame) -> pd.DataFrame:
     df["status"] = statuses
     order = {t: i for i, t in enumerate(dict.fromkeys(paper["table"]))}
     df["_t"] = df["table"].map(order).fillna(len(order))
-    df = df.sort_values(["_t", "table", "dataset", "model", "metric"], kind="stable")
+    df = df.sort_values(["_t", "table", "dataset", "model", "metric"], kind="stable",
+                        key=lambda col: col.map(_natural) if col.name == "model" else col)
     return df[COLUMNS + ["note"]].reset_index(drop=True)

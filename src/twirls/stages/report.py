@@ -13,8 +13,15 @@ import sys
 from pathlib import Path
 
 from twirls.params import load_params
+from twirls.reports.explanations import read_explanations
 from twirls.reports.render import write_atomic, write_index
 from twirls.reports.results import COLUMNS, build_results, read_cells, read_paper
+
+
+def figures_present(reports: Path, names: set[str]) -> set[str]:
+    """The declared figures whose ``reports/figures/<name>.png`` exists (a stage run one by one
+    may not have drawn its figure yet: the index must not claim it)."""
+    return {name for name in names if (reports / "figures" / f"{name}.png").exists()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,8 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     cells = [c for path in files if path.exists() for c in read_cells(path)]
     results = build_results(cells, read_paper())
     write_atomic(args.reports / "results.csv", results[COLUMNS].to_csv(index=False))
-    figures = set(params.get("figures") or []) | set(declared.get("sweeps", {}))
-    write_index(results, args.reports, figures)
+    declared_figures = set(params.get("figures") or []) | set(declared.get("sweeps", {}))
+    write_index(results, args.reports, figures_present(args.reports, declared_figures),
+                read_explanations(results))
     counts = results["status"].value_counts().to_dict()
     print("results.csv:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 0

@@ -38,9 +38,10 @@ from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.params import load_params
 from twirls.reports.results import Cell, write_cells
-from twirls.stages.train import cells_for, run_experiment, write_json
 from twirls.train.device import pick_device
+from twirls.train.experiment import cells_for, run_experiment
 from twirls.train.loop import RunResult, SeedsResult
+from twirls.train.outputs import write_json
 
 GRAPHS = ("clean", "fast", "prognn")
 

@@ -35,8 +35,9 @@ from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.params import load_params
 from twirls.reports.figure_file import save_figure
 from twirls.reports.results import Cell, write_cells
-from twirls.stages.train import run_experiment, write_json
 from twirls.train.device import pick_device
+from twirls.train.experiment import run_experiment
+from twirls.train.outputs import write_json
 
 
 def grid_points(grid: dict[str, list]) -> list[dict[str, Any]]:

@@ -10,11 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from twirls.models.config import check, resolve_config
 from twirls.models.graph_ops import GraphOps, SparseMatrix
-from twirls.models.layers import FeedForward
+from twirls.models.layers import FeedForward, dropout
 
 DEFAULTS: dict[str, Any] = {"steps": 10, "alpha": 0.1, "layers": 2, "hidden": 64,
                             "dropout": 0.5}
@@ -26,6 +25,8 @@ class APPNP(nn.Module):
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
+
+    accepts_sparse = True  # x may be a sparse CSR matrix (bag-of-words features)
 
     def __init__(self, in_dim: int, out_dim: int, *, steps: int = 10, alpha: float = 0.1,
                  layers: int = 2, hidden: int = 64, dropout: float = 0.5) -> None:
@@ -41,7 +42,7 @@ class APPNP(nn.Module):
         return cls(in_dim, out_dim, **resolve_config("APPNP", cfg, DEFAULTS))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
-        h = self.mlp(F.dropout(x, self.dropout, self.training))
+        h = self.mlp(dropout(x, self.dropout, self.training))
         adj = ops.cached(("appnp", self.alpha, ops.dtype),
                          lambda: _scaled(ops, 1.0 - self.alpha))
         teleport = self.alpha * h

@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from twirls.models.config import check, resolve_config
 from twirls.models.graph_ops import GraphOps
+from twirls.models.layers import dropout, is_sparse
 
 DEFAULTS: dict[str, Any] = {"layers": 2, "hidden": 16, "dropout": 0.5}
 
@@ -23,6 +25,8 @@ class GCN(nn.Module):
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
+
+    accepts_sparse = True  # x may be a sparse CSR matrix (bag-of-words features)
 
     def __init__(self, in_dim: int, out_dim: int, *, layers: int = 2, hidden: int = 16,
                  dropout: float = 0.5) -> None:
@@ -44,8 +48,10 @@ class GCN(nn.Module):
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
         adj = ops.gcn_norm()
         for k, lin in enumerate(self.lins):
-            x = F.dropout(x, self.dropout, self.training)
-            if lin.out_features <= lin.in_features:  # Â (X W) + b
+            x = dropout(x, self.dropout, self.training)
+            if is_sparse(x):  # bag-of-words input: X W costs O(nnz)
+                x = adj @ torch.sparse.mm(x, lin.weight.t())
+            elif lin.out_features <= lin.in_features:  # Â (X W) + b
                 x = adj @ F.linear(x, lin.weight)
             else:  # (Â X) W + b
                 x = F.linear(adj @ x, lin.weight)

@@ -6,11 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from twirls.models.config import resolve_config
 from twirls.models.graph_ops import GraphOps
-from twirls.models.layers import FeedForward
+from twirls.models.layers import FeedForward, dropout
 
 DEFAULTS: dict[str, Any] = {"layers": 2, "hidden": 64, "dropout": 0.5, "input_dropout": 0.0,
                             "norm": "none"}
@@ -24,6 +23,8 @@ class MLP(nn.Module):
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
+
+    accepts_sparse = True  # x may be a sparse CSR matrix (bag-of-words features)
 
     def __init__(self, in_dim: int, out_dim: int, *, layers: int = 2, hidden: int = 64,
                  dropout: float = 0.5, input_dropout: float = 0.0, norm: str = "none") -> None:
@@ -39,4 +40,4 @@ class MLP(nn.Module):
         return cls(in_dim, out_dim, **resolve_config("MLP", cfg, DEFAULTS))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
-        return self.net(F.dropout(x, self.input_dropout, self.training))
+        return self.net(dropout(x, self.input_dropout, self.training))

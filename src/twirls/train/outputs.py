@@ -1,0 +1,30 @@
+"""Stage outputs: metrics JSON for ``dvc metrics`` and per-epoch CSV for ``dvc plots``, each
+written to a temporary file and renamed, so an interrupted stage never leaves half a file."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+def write_json(path: Path, obj: dict[str, Any]) -> None:
+    """Metrics JSON for ``dvc metrics`` (NaN entries, e.g. no train score, are left out)."""
+    obj = {k: v for k, v in obj.items() if not (isinstance(v, float) and math.isnan(v))}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def write_history(path: Path, history: list[dict[str, float]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    with open(tmp, "w", newline="") as fh:
+        fields = list(history[0]) if history else ["epoch"]
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(history)
+    tmp.replace(path)
