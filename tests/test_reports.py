@@ -10,7 +10,7 @@ import pytest
 
 from twirls.reports.explanations import read_explanations
 from twirls.reports.figures_index import FIGURES
-from twirls.reports.render import TABLES, cell_text, write_index
+from twirls.reports.render import TABLES, cell_text, table_frame, write_index
 from twirls.reports.results import (
     COLUMNS,
     Cell,
@@ -152,3 +152,40 @@ def test_an_explanation_of_an_unknown_cell_is_one_clear_error(tmp_path):
 def test_the_committed_explanations_name_existing_cells():
     results = pd.read_csv(Path(__file__).parents[1] / "reports" / "results.csv")
     read_explanations(results)  # raises on a stale row
+
+
+def test_a_two_parameter_sweep_renders_as_the_papers_grid():
+    cells = [Cell("citeseer-alpha-steps", "citeseer", f"TWIRLS-base[S={s},alpha={a}]",
+                  "accuracy", 70.0 + s / 100 + a, 0.1, 3)
+             for s in (8, 16) for a in (0.1, 1.0)]
+    results = build_results(cells, read_paper())
+    rows = results[results["table"] == "citeseer-alpha-steps"]
+    wide = table_frame(rows)
+    assert list(wide.columns) == ["TWIRLS-base (citeseer): S", "alpha=0.1", "alpha=0.25",
+                                  "alpha=0.5", "alpha=1.0"]
+    assert list(wide.iloc[:, 0]) == ["8", "16", "32", "64"]  # paper-only rows stay, in order
+    assert wide.iloc[0, 4] == "71.08 ± 0.10 (72.35)"  # S=8, alpha=1.0
+    assert wide.iloc[2, 1] == "not run (68.71)"
+    mixed = results[results["table"] == "mlp-layers"]  # one-parameter labels: the usual layout
+    assert list(table_frame(mixed).columns)[0] == "model"
+
+
+def test_a_note_shared_by_every_cell_is_printed_once(tmp_path):
+    cells = [Cell("attack-clean", "nettack-cora", m, "accuracy", 80.0, 1.0, 5, note="graph: clean")
+             for m in ("GCN (surrogate)", "TWIRLS")]
+    cells.append(Cell("attack-prognn", "nettack-cora", "TWIRLS", "accuracy", 60.0, 1.0, 5,
+                      note="graph: prognn"))
+    cells.append(Cell("attack-prognn", "nettack-cora", "GCN (surrogate)", "accuracy", 55.0, 1.0,
+                      5))
+    write_index(build_results(cells, read_paper()), tmp_path, set())
+    clean = (tmp_path / "tables" / "attack-clean.md").read_text()
+    assert "- all cells: graph: clean" in clean and "TWIRLS / nettack-cora: graph" not in clean
+    prognn = (tmp_path / "tables" / "attack-prognn.md").read_text()
+    no_data = [Cell("mlp-layers", "pubmed", f"TWIRLS-base[K={k}]", "accuracy", status="no-data",
+                    note="pubmed: missing") for k in (1, 2)]
+    ran = [Cell("mlp-layers", "cora", f"TWIRLS-base[K={k}]", "accuracy", 83.0, 0.5, 10)
+           for k in (1, 2)]
+    write_index(build_results(no_data + ran, read_paper()), tmp_path, set())
+    mlp = (tmp_path / "tables" / "mlp-layers.md").read_text()
+    assert "- TWIRLS-base[K=1] / pubmed: pubmed: missing" in mlp and "all cells" not in mlp
+    assert "- TWIRLS / nettack-cora: graph: prognn" in prognn and "all cells" not in prognn

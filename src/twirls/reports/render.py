@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -53,8 +54,35 @@ def cell_text(row: pd.Series, digits: int = 2) -> str:
     return f"{ours} ({paper})" if paper else ours
 
 
+GRID_LABEL = re.compile(r"^(?P<name>[^\[]+)\[(?P<a>\w+)=(?P<va>[^,\]]+),"
+                        r"(?P<b>\w+)=(?P<vb>[^\]]+)\]$")
+
+
+def grid_frame(rows: pd.DataFrame) -> pd.DataFrame | None:
+    """A two-parameter sweep of one model on one dataset (labels ``Name[a=x,b=y]``, e.g. Table 8)
+    as the paper lays it out: one row per ``a``, one column per ``b``; ``None`` otherwise."""
+    if rows["dataset"].nunique() != 1 or rows["metric"].nunique() != 1:
+        return None
+    parsed = [GRID_LABEL.match(str(m)) for m in rows["model"]]
+    if not all(parsed) or len({(m["name"], m["a"], m["b"]) for m in parsed}) != 1:
+        return None
+    first = parsed[0]
+    row_key, col_key = first["a"], first["b"]
+    grid = rows.assign(**{row_key: [m["va"] for m in parsed], col_key: [m["vb"] for m in parsed]},
+                       text=rows.apply(cell_text, axis=1))
+    wide = grid.pivot_table(index=row_key, columns=col_key, values="text", aggfunc="first",
+                            sort=False)
+    wide.columns = [f"{col_key}={c}" for c in wide.columns]
+    head = f"{first['name']} ({rows['dataset'].iloc[0]}): {row_key}"
+    return wide.fillna("").reset_index().rename(columns={row_key: head})
+
+
 def table_frame(rows: pd.DataFrame) -> pd.DataFrame:
-    """Pivot one table's rows into model x (dataset, metric) text cells."""
+    """Pivot one table's rows into model x (dataset, metric) text cells (or a
+    :func:`grid_frame` for a two-parameter sweep)."""
+    grid = grid_frame(rows)
+    if grid is not None:
+        return grid
     rows = rows.assign(col=rows["dataset"] + (" " + rows["metric"]).where(
         rows.groupby("dataset")["metric"].transform("nunique") > 1, ""))
     rows = rows.assign(text=rows.apply(cell_text, axis=1))
@@ -89,6 +117,20 @@ def to_latex(df: pd.DataFrame, caption: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cell_notes(rows: pd.DataFrame) -> list[str]:
+    """One line per note; a note shared by every cell of the table (paper-only cells aside) is
+    printed once."""
+    ran = rows[rows["note"].fillna("") != ""]
+    by_note = ran.groupby("note", sort=True)
+    lines = []
+    for note, group in by_note:
+        if len(group) > 1 and len(group) == (rows["status"] != "paper-only").sum():
+            lines.append(f"- all cells: {note}")
+        else:
+            lines += [f"- {r.model} / {r.dataset}: {note}" for r in group.itertuples()]
+    return sorted(lines)
+
+
 def write_table(results: pd.DataFrame, table: str, out_dir: Path,
                 explanations: pd.DataFrame | None = None) -> dict[str, int]:
     """Write ``<table>.md/.csv/.tex``; return the count of cells per status. ``explanations``
@@ -96,7 +138,7 @@ def write_table(results: pd.DataFrame, table: str, out_dir: Path,
     rows = results[results["table"] == table]
     wide = table_frame(rows)
     title = {**TABLES, **EXTRA_TABLES}.get(table, table)
-    notes = sorted({f"- {r.model} / {r.dataset}: {r.note}" for r in rows.itertuples() if r.note})
+    notes = cell_notes(rows)
     md = f"# {title}\n\nEach cell: ours (paper). Status of cells: "
     counts = rows["status"].value_counts().to_dict()
     md += ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ".\n\n" + to_markdown(wide)
