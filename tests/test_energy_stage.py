@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from twirls.data.graph import undirected_graph
+from twirls.models.energy import jacobi_alpha_limit
 from twirls.models.graph_ops import GraphOps
 from twirls.stages import energy as stage
 from twirls.stages.energy import (
     EnergyConfig,
-    jacobi_alpha_limit,
     max_relative_increase,
     measure,
     run,

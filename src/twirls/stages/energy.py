@@ -54,7 +54,13 @@ from twirls.data.graph import GraphData
 from twirls.data.registry import LOADERS, DatasetUnavailable, load_dataset
 from twirls.models.attention import AttentionSpec
 from twirls.models.config import check, resolve_config
-from twirls.models.energy import closed_form, energy, energy_trace, lemma33_alpha_bound
+from twirls.models.energy import (
+    closed_form,
+    energy,
+    energy_trace,
+    jacobi_alpha_limit,
+    lemma33_alpha_bound,
+)
 from twirls.models.graph_ops import GraphOps
 from twirls.models.propagation import PropagationSpec, propagate
 from twirls.models.twirls import TWIRLS
@@ -169,16 +175,6 @@ def max_relative_increase(values: Sequence[float]) -> float:
             return math.inf
         worst = max(worst, (after - before) / max(abs(before), 1e-300))
     return worst
-
-
-def jacobi_alpha_limit(ops: GraphOps, lam: float, gamma: Tensor | None = None) -> float:
-    """``2 / λ_max(D̃^-1/2 (I + λ L_Γ) D̃^-1/2)``, ``D̃ = λ D_Γ + I``: the largest ``α`` for which
-    the Jacobi-preconditioned step of eq. 6 / eq. 21 descends its quadratic (dense ``eigvalsh``).
-    Always in ``(1, 2]`` because ``λ D̃⁻¹ A_Γ`` has spectral radius ``< 1``."""
-    w = torch.ones(ops.num_edges, dtype=ops.dtype) if gamma is None else gamma
-    inv = (lam * ops.weighted_degree(w) + 1.0).rsqrt()
-    q = torch.eye(ops.n, dtype=ops.dtype) + lam * ops.laplacian_dense(w)
-    return 2.0 / float(torch.linalg.eigvalsh(inv[:, None] * q * inv[None, :])[-1])
 
 
 def curve_record(name: str, trace: list[float], rtol: float, steps: int) -> dict[str, Any]:
