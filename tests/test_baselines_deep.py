@@ -229,6 +229,23 @@ def test_dagnn_with_zero_steps_gates_its_mlp():
                           rtol=1e-12, atol=1e-14)
 
 
+def test_dagnn_mlp_with_three_layers_and_batch_norm():
+    """``layers: 3``: Linear → BN → ReLU → Linear → BN → ReLU → Linear (Table 11's DAGNN)."""
+    x = features(30, 6)
+    model = build("dagnn", {"layers": 3, "norm": "batch"}).train()
+    h = x
+    for k, lin in enumerate(model.lins):
+        h = lin(h)
+        if k < 2:
+            norm = model.norms[k]
+            h = torch.relu(torch.nn.functional.batch_norm(h, None, None, norm.weight, norm.bias,
+                                                          training=True, eps=norm.eps))
+    assert torch.allclose(model.mlp(GraphOps.from_dgl(random_graph(7), dtype=DT), x), h,
+                          rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="DAGNN config: layers must be an integer >= 2"):
+        build("dagnn", {"layers": 1})
+
+
 def test_dagnn_matches_the_dense_adaptive_combination():
     """out_i = Σ_k σ((Â^k Z)_i s + b) (Â^k Z)_i (the DAGNN model)."""
     g, x = random_graph(9), features(30, 6)

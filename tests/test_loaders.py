@@ -19,6 +19,7 @@ import torch
 
 from twirls.data import amazon, chains, geom, nettack, ogb_arxiv, pku, planetoid
 from twirls.data.graph import GraphData
+from twirls.data.registry import STATUS_FILE, load_dataset
 
 from fixtures import (
     MIRROR,
@@ -544,6 +545,21 @@ def test_chains_named_length_and_determinism():
         chains.load(None, "chains-x")
     with pytest.raises(ValueError, match="split nodes"):
         chains.generate(num_chains_per_class=1, length=5)
+
+
+def test_dataset_options_reach_generated_loaders_only(tmp_path):
+    """A sweep's ``data_grid`` goes through ``load_dataset(..., options)``."""
+    for name in ("chains", "cora"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / STATUS_FILE).write_text('{"status": "ok"}')
+    data = load_dataset("chains", tmp_path, {"length": 7, "num_chains_per_class": 30})
+    assert data.meta["length"] == 7 and data.num_nodes == 2 * 30 * 7
+    same = chains.generate(length=7, num_chains_per_class=30)
+    assert torch.equal(data.splits["ignn"].test, same.splits["ignn"].test)
+    with pytest.raises(ValueError, match="no option 'lenght'; accepted: num_chains_per_class"):
+        load_dataset("chains", tmp_path, {"lenght": 7})
+    with pytest.raises(ValueError, match="'cora' has no option 'length'; accepted: none"):
+        load_dataset("cora", tmp_path, {"length": 7})
 
 
 # ------------------------------------------------------------------------------ Errors

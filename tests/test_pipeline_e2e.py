@@ -62,6 +62,23 @@ def test_sweep_draws_its_figure(repo):
     assert "[propagation-steps-cora.png](figures/propagation-steps-cora.png)" in index
 
 
+def test_sweep_over_a_data_grid_makes_one_point_per_chain_length(repo):
+    metrics = json.loads((repo / "metrics" / "sweep" / "chains.json").read_text())
+    assert metrics["status"] == "ok"
+    assert sorted(metrics["points"]) == ["TWIRLS*-base {'length': 10}",
+                                         "TWIRLS*-base {'length': 12}"]
+    assert (repo / "reports" / "figures" / "chains.png").stat().st_size > 1000
+
+
+def test_timing_stage_fills_table_11(repo):
+    results = pd.read_csv(repo / "reports" / "results.csv")
+    timing = results[results.table == "running-time"].set_index(["model", "metric"])
+    assert timing.loc[("GCN", "train_seconds"), "runs"] == 2
+    assert timing.loc[("GCN", "parameters"), "status"] == "differs"  # 16 hidden, not 512
+    assert timing.loc[("MLP", "parameters"), "status"] == "paper-only"  # not in the smoke run
+    assert "Table 11" in (repo / "reports" / "tables" / "running-time.md").read_text()
+
+
 def test_energy_stage_traces_and_figure(repo):
     result = json.loads((repo / "results" / "energy" / "cora.json").read_text())
     assert result["status"] == "ok" and len(result["curves"]["twirls-base"]["trace"]) == 9

@@ -24,35 +24,18 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import dgl
 import torch
-from torch import Tensor, nn
-from torch.nn import functional as F
+from torch import Tensor
 
-from twirls.data.graph import GraphData, undirected_graph
+from twirls.data.graph import GraphData
 from twirls.models import GraphOps, build_model
+from twirls.train.timing import EpochTimer, arxiv_sized, random_graph, time_round_robin
 
-ARXIV = {"nodes": 169_343, "edges": 1_166_243, "features": 128, "classes": 40, "train": 90_941}
 CORA = {"nodes": 2_708, "edges": 5_278, "features": 1_433, "classes": 7, "train": 140}
-
-
-def random_graph(nodes: int, edges: int, seed: int = 0) -> dgl.DGLGraph:
-    """A uniformly random simple undirected graph with exactly ``edges`` edges."""
-    gen = torch.Generator().manual_seed(seed)
-    want = int(edges * 1.02) + 100
-    src = torch.randint(0, nodes, (want,), generator=gen)
-    dst = torch.randint(0, nodes, (want,), generator=gen)
-    keep = src != dst
-    lo, hi = torch.minimum(src, dst)[keep], torch.maximum(src, dst)[keep]
-    key = torch.unique(lo * nodes + hi)
-    key = key[torch.randperm(key.numel(), generator=gen)[:edges]]
-    return undirected_graph(key // nodes, key % nodes, nodes)
 
 
 def load_cora(root: Path | None) -> tuple[dgl.DGLGraph, Tensor, Tensor, Tensor, str]:
@@ -80,64 +63,18 @@ def load_cora(root: Path | None) -> tuple[dgl.DGLGraph, Tensor, Tensor, Tensor, 
     return g, x, labels, torch.arange(CORA["train"]), source
 
 
-def arxiv_sized() -> tuple[dgl.DGLGraph, Tensor, Tensor, Tensor]:
-    gen = torch.Generator().manual_seed(2)
-    g = random_graph(ARXIV["nodes"], ARXIV["edges"], seed=2)
-    x = torch.randn(ARXIV["nodes"], ARXIV["features"], generator=gen)
-    labels = torch.randint(0, ARXIV["classes"], (ARXIV["nodes"],), generator=gen)
-    train = torch.randperm(ARXIV["nodes"], generator=gen)[:ARXIV["train"]]
-    return g, x, labels, train
-
-
-class _Case:
-    """One model on one graph, with its optimiser and a closure running one training epoch."""
-
-    def __init__(self, name: str, cfg: dict[str, Any], model: nn.Module,
-                 forward: Callable[[], Tensor], labels: Tensor, train: Tensor) -> None:
-        self.name, self.cfg, self.model, self.forward = name, cfg, model, forward
-        self.labels, self.train = labels, train
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
-        self.train_s: list[float] = []
-        self.eval_s: list[float] = []
-
-    def epoch(self) -> float:
-        start = time.perf_counter()
-        self.model.train()
-        self.optimizer.zero_grad()
-        loss = F.cross_entropy(self.forward()[self.train], self.labels[self.train])
-        loss.backward()
-        self.optimizer.step()
-        return time.perf_counter() - start
-
-    def evaluate(self) -> float:
-        start = time.perf_counter()
-        self.model.eval()
-        with torch.no_grad():
-            self.forward()
-        return time.perf_counter() - start
-
-    def report(self) -> dict[str, Any]:
-        return {
-            "model": self.name,
-            "config": self.cfg,
-            "parameters": sum(p.numel() for p in self.model.parameters()),
-            "train_ms_median": 1000 * statistics.median(self.train_s),
-            "eval_ms_median": 1000 * statistics.median(self.eval_s),
-            "train_ms_all": [round(1000 * t, 3) for t in self.train_s],
-        }
-
-
 def _cases(g: dgl.DGLGraph, x: Tensor, labels: Tensor, train: Tensor,
            configs: list[tuple[str, str, dict[str, Any]]],
-           reference: dict[str, Any] | None = None) -> list[_Case]:
+           reference: dict[str, Any] | None = None) -> list[tuple[EpochTimer, dict[str, Any]]]:
+    """One :class:`EpochTimer` per config (with the config to report), plus DGL's layer."""
     ops = GraphOps.from_dgl(g)
     classes = int(labels.max()) + 1
     cases = []
     for label, name, cfg in configs:
         torch.manual_seed(0)
         model = build_model(name, cfg, x.shape[1], classes)
-        cases.append(_Case(label, {"model": name, **cfg}, model,
-                           lambda m=model: m(ops, x), labels, train))
+        cases.append((EpochTimer(label, model, lambda m=model: m(ops, x), labels, train),
+                      {"model": name, **cfg}))
     if reference is not None:
         from dgl.nn import TWIRLSConv
 
@@ -145,25 +82,24 @@ def _cases(g: dgl.DGLGraph, x: Tensor, labels: Tensor, train: Tensor,
         conv = TWIRLSConv(x.shape[1], classes, reference["hidden"], reference["steps"],
                           num_mlp_before=reference["mlp_before"], num_mlp_after=0,
                           alp=reference["alpha"], lam=reference["lam"])
-        cases.append(_Case("dgl_TWIRLSConv", {"model": "dgl.nn.TWIRLSConv", **reference}, conv,
-                           lambda c=conv: c(g, x), labels, train))
+        cases.append((EpochTimer("dgl_TWIRLSConv", conv, lambda c=conv: c(g, x), labels, train),
+                      {"model": "dgl.nn.TWIRLSConv", **reference}))
     return cases
 
 
-def _time(cases: list[_Case], rounds: int, warmup: int = 2) -> None:
-    for case in cases:
-        for _ in range(warmup):
-            case.epoch()
-    for _ in range(rounds):
-        for case in cases:
-            case.train_s.append(case.epoch())
-    for _ in range(max(3, rounds // 3)):
-        for case in cases:
-            case.eval_s.append(case.evaluate())
+def _time(cases: list[tuple[EpochTimer, dict[str, Any]]], rounds: int) -> None:
+    time_round_robin([timer for timer, _ in cases], rounds)
 
 
-def _setting(title: str, dataset: dict[str, Any], cases: list[_Case]) -> dict[str, Any]:
-    results = [c.report() for c in cases]
+def _setting(title: str, dataset: dict[str, Any],
+             cases: list[tuple[EpochTimer, dict[str, Any]]]) -> dict[str, Any]:
+    results = []
+    for timer, cfg in cases:
+        summary = timer.summary()
+        results.append({"model": timer.name, "config": cfg, "parameters": summary["parameters"],
+                        "train_ms_median": 1000 * summary["train_seconds_median"],
+                        "eval_ms_median": 1000 * summary["test_seconds_median"],
+                        "train_ms_all": [round(1000 * t, 3) for t in timer.train_s]})
     by_name = {r["model"]: r for r in results}
     ratio = by_name["twirls_base"]["train_ms_median"] / by_name["gcn"]["train_ms_median"]
     line = ", ".join(f"{r['model']} {r['train_ms_median']:.1f} ms" for r in results)

@@ -23,6 +23,7 @@ unchanged anyway). ``name`` ``"chains"`` gives the defaults; ``"chains-<L>"`` gi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,6 +32,9 @@ from twirls.data.graph import GraphData, Split, undirected_graph
 
 NAME = "chains"
 NUM_CLASSES = 2
+#: keyword arguments of :func:`generate` that :func:`load` (and a sweep's ``data_grid``) accept.
+OPTIONS = ("num_chains_per_class", "length", "feature_dim", "seed", "num_train", "num_val",
+           "num_test")
 
 
 def generate(
@@ -82,13 +86,13 @@ def generate(
     )
 
 
-def load(root: Path | None = None, name: str = NAME) -> GraphData:
+def load(root: Path | None = None, name: str = NAME, **options: Any) -> GraphData:
     """``"chains"`` (IGNN's defaults) or ``"chains-<L>"`` (chains of ``L`` nodes); ``root`` is
-    unused (nothing to read)."""
+    unused (nothing to read). ``options`` (any of :data:`OPTIONS`) go to :func:`generate`."""
     if name == NAME:
-        return generate()
+        return generate(**options)
     prefix = f"{NAME}-"
     if name.startswith(prefix) and name[len(prefix):].isdigit():
-        return generate(length=int(name[len(prefix):]), name=name)
+        return generate(**{"length": int(name[len(prefix):]), **options}, name=name)
     raise ValueError(f"chains.load: unknown dataset {name!r}; expected 'chains' or 'chains-<L>' "
                      f"(e.g. 'chains-20').")

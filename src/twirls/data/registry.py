@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the fetch stage imports this module and must not pay for torch / dgl
     from twirls.data.graph import GraphData
@@ -47,8 +48,14 @@ def check_name(name: str) -> None:
         raise KeyError(f"unknown dataset {name!r}; known: {', '.join(LOADERS)}")
 
 
-def load_dataset(name: str, raw: Path = Path("data/raw")) -> GraphData:
-    """Load ``name`` from ``raw/<name>/``, raising :class:`DatasetUnavailable` if fetch failed."""
+def load_dataset(name: str, raw: Path = Path("data/raw"),
+                 options: Mapping[str, Any] | None = None) -> GraphData:
+    """Load ``name`` from ``raw/<name>/``, raising :class:`DatasetUnavailable` if fetch failed.
+
+    ``options`` go to the loader; only loaders that list them in ``OPTIONS`` take any (the
+    generated Chains: ``length``, ``num_chains_per_class``, ...). An unknown option is a
+    ``ValueError`` naming the accepted ones.
+    """
     check_name(name)
     folder = raw / name
     status_path = folder / STATUS_FILE
@@ -58,4 +65,11 @@ def load_dataset(name: str, raw: Path = Path("data/raw")) -> GraphData:
     if status.get("status") != "ok":
         raise DatasetUnavailable(f"{name}: {status.get('reason', 'fetch failed')}")
     module = importlib.import_module(f"twirls.data.{LOADERS[name]}")
-    return module.load(folder, name)
+    if not options:
+        return module.load(folder, name)
+    accepted = getattr(module, "OPTIONS", ())
+    unknown = [key for key in options if key not in accepted]
+    if unknown:
+        raise ValueError(f"dataset {name!r} has no option {unknown[0]!r}; accepted: "
+                         f"{', '.join(accepted) or 'none'}. Fix the data_grid in params.yaml.")
+    return module.load(folder, name, **options)

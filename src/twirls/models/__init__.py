@@ -15,7 +15,19 @@ from typing import Any
 
 from torch import nn
 
-from twirls.models.baselines import APPNP, DAGNN, GCN, GCNII, MLP, SGC, JKNet
+from twirls.models.baselines import (
+    APPNP,
+    DAGNN,
+    GAT,
+    GCN,
+    GCNII,
+    H2GCN,
+    MLP,
+    SGC,
+    GCNIIDense,
+    GraphSAGE,
+    JKNet,
+)
 from twirls.models.closed_form import TWIRLSClosedForm
 from twirls.models.graph_ops import GraphOps, SparseMatrix
 from twirls.models.twirls import TWIRLS
@@ -29,7 +41,11 @@ MODELS: dict[str, Any] = {
     "appnp": APPNP,
     "jknet": JKNet,
     "gcnii": GCNII,
+    "gcnii-dense": GCNIIDense,
     "dagnn": DAGNN,
+    "gat": GAT,
+    "graphsage": GraphSAGE,
+    "h2gcn": H2GCN,
 }
 
 

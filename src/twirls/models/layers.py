@@ -9,6 +9,19 @@ from torch.nn import functional as F
 NORMS = ("none", "batch", "layer")
 
 
+def norm_layers(norm: str, width: int, count: int, owner: str) -> nn.ModuleList | None:
+    """``count`` normalisation layers of ``width`` channels (``None`` for ``norm="none"``).
+
+    ``"batch"`` is what the ogbn-arxiv leaderboard models put between their layers
+    (``BatchNorm1d`` over all nodes, full batch); ``"layer"`` normalises each node's row.
+    ``owner`` names the model in the error message for an unknown ``norm``.
+    """
+    if norm not in NORMS:
+        raise ValueError(f"{owner} config: norm must be one of {NORMS}, got {norm!r}")
+    make = {"batch": nn.BatchNorm1d, "layer": nn.LayerNorm}.get(norm)
+    return nn.ModuleList(make(width) for _ in range(count)) if make else None
+
+
 def is_sparse(x: Tensor) -> bool:
     return x.layout == torch.sparse_csr
 
@@ -45,16 +58,13 @@ class FeedForward(nn.Module):
     def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int, *,
                  dropout: float = 0.0, norm: str = "none", init_activate: bool = False) -> None:
         super().__init__()
-        if norm not in NORMS:
-            raise ValueError(f"FeedForward: norm must be one of {NORMS}, got {norm!r}")
         if num_layers < 0:
             raise ValueError(f"FeedForward: num_layers must be >= 0, got {num_layers}")
         widths = [in_dim] + [hidden] * (num_layers - 1) + [out_dim] if num_layers else []
         self.lins = nn.ModuleList(
             nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True))
         num_norms = max(num_layers - 1, 0) + int(init_activate)
-        make = {"batch": nn.BatchNorm1d, "layer": nn.LayerNorm}.get(norm)
-        self.norms = nn.ModuleList(make(hidden) for _ in range(num_norms)) if make else None
+        self.norms = norm_layers(norm, hidden, num_norms, "FeedForward")
         self.dropout = dropout
         self.init_activate = init_activate
         self.reset_parameters()

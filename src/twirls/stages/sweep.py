@@ -15,10 +15,12 @@ The sweep is ``sweeps.<name>`` in ``params.yaml``::
           grid: {steps: [8, 16, 32, 64], alpha: [0.1, 0.25, 0.5, 1.0]}
       figure: {x: steps, title: ...}           # reports/figures/<name>.png (x: grid key)
       seeds: 3
+      data_grid: {length: [10, 20]}            # optional: dataset options (the generated
+                                               # Chains' length), crossed with every curve
 
 Writes ``results/sweep/<name>.json`` (cells), ``metrics/sweep/<name>.json`` (all points) and
 ``reports/figures/<name>.png``. A curve without ``grid`` is drawn as a horizontal line (e.g. the
-closed-form solution).
+closed-form solution). Grid and data-grid keys together name a point (label, figure axis).
 """
 
 from __future__ import annotations
@@ -60,11 +62,11 @@ def plot(name: str, sweep: dict[str, Any], points: list[dict[str, Any]], out: Pa
     if reason:
         ax.text(0.5, 0.5, f"no data:\n{reason[:200]}", ha="center", va="center", wrap=True,
                 fontsize=7, transform=ax.transAxes)
-    for curve, spec in sweep["curves"].items():
+    for curve in sweep["curves"]:
         pts = [p for p in points if p["curve"] == curve]
         if not pts:
             continue
-        if not spec.get("grid"):
+        if not any(x in p["point"] for p in pts):  # no grid along x: a horizontal line
             ax.axhline(pts[0]["mean"], ls="--", color="grey", label=curve)
             continue
         others = sorted({tuple((k, v) for k, v in p["point"].items() if k != x) for p in pts})
@@ -99,34 +101,37 @@ def main(argv: list[str] | None = None) -> int:
     cells: list[Cell] = []
     points: list[dict[str, Any]] = []
     reason = ""
-    try:
-        data = load_dataset(sweep["dataset"], args.raw)
-    except DatasetUnavailable as exc:
-        data, reason = None, str(exc)
-    for curve, spec in sweep["curves"].items():
-        for point in grid_points(spec.get("grid") or {}):
-            label = sweep.get("label", "{curve}").format(curve=curve, **point)
-            if data is None:
+    for data_point in grid_points(sweep.get("data_grid") or {}):
+        try:
+            data = load_dataset(sweep["dataset"], args.raw, data_point)
+        except DatasetUnavailable as exc:
+            data, reason = None, str(exc)
+        except ValueError as exc:  # an option the dataset does not take
+            raise SystemExit(f"sweep {name}: {exc}") from None
+        for curve, spec in sweep["curves"].items():
+            for model_point in grid_points(spec.get("grid") or {}):
+                point = {**data_point, **model_point}
+                label = sweep.get("label", "{curve}").format(curve=curve, **point)
+                if data is None:
+                    if "table" in sweep:
+                        cells.append(Cell(sweep["table"], sweep["dataset"], label, "accuracy",
+                                          status="no-data", note=reason))
+                    continue
+                cfg = {**(spec.get("model_cfg") or {}), **model_point}
+                exp = {**spec, "model_cfg": cfg, "split": sweep.get("split", "all")}
+                result = run_experiment(exp, data, seeds, device)
+                mean, std = 100 * result.mean(), 100 * result.std()
+                print(f"{name} {curve} {point}: {result}")
+                points.append({"curve": curve, "point": point, "mean": mean, "std": std,
+                               "runs": len(result.runs)})
                 if "table" in sweep:
-                    cells.append(Cell(sweep["table"], sweep["dataset"], label, "accuracy",
-                                      status="no-data", note=reason))
-                continue
-            cfg = {**(spec.get("model_cfg") or {}), **point}
-            exp = {**spec, "model_cfg": cfg, "split": sweep.get("split", "all")}
-            result = run_experiment(exp, data, seeds, device)
-            mean, std = 100 * result.mean(), 100 * result.std()
-            print(f"{name} {curve} {point}: {result}")
-            points.append({"curve": curve, "point": point, "mean": mean, "std": std,
-                           "runs": len(result.runs)})
-            if "table" in sweep:
-                cells.append(Cell(sweep["table"], sweep["dataset"], label, "accuracy", mean, std,
-                                  len(result.runs), note=sweep.get("note", "")))
+                    cells.append(Cell(sweep["table"], sweep["dataset"], label, "accuracy", mean,
+                                      std, len(result.runs), note=sweep.get("note", "")))
     write_cells(Path("results/sweep") / f"{name}.json", cells)
     write_json(Path("metrics/sweep") / f"{name}.json",
-               {"status": "ok" if data is not None else "no-data",
+               {"status": "ok" if not reason else "no-data",
                 "points": {f"{p['curve']} {p['point']}": round(p["mean"], 3) for p in points}})
-    plot(name, sweep, points, Path("reports/figures") / f"{name}.png",
-         reason if data is None else "")
+    plot(name, sweep, points, Path("reports/figures") / f"{name}.png", reason)
     return 0
 
 

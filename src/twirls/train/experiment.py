@@ -24,12 +24,22 @@ def metric_name(data: GraphData) -> str:
 
 def prepare_features(features: torch.Tensor, exp: dict[str, Any]) -> torch.Tensor:
     """Row-normalised features (``feature_norm: row``, the default, as DGL's loaders give the
-    authors' code), or the raw ones (``feature_norm: none``)."""
+    authors' code for bag-of-words data), or the raw ones (``feature_norm: none``; ogbn-arxiv's
+    word2vec features, which the OGB scripts and the authors' code use as they are).
+
+    Row normalisation divides by the row sum, which only means something for nonnegative
+    features: signed ones (e.g. word2vec) are refused with a message instead of being blown up.
+    """
     mode = exp.get("feature_norm", "row")
     if mode == "none":
         return features
     if mode != "row":
         raise SystemExit(f"feature_norm must be 'row' or 'none', got {mode!r}")
+    if bool((features < 0).any()):
+        raise SystemExit(
+            f"experiment on {exp.get('dataset', '?')}: the features have negative entries, so "
+            "row normalisation (divide by the row sum) is undefined; set 'feature_norm: none' "
+            "in its params.yaml entry.")
     return features / features.sum(1, keepdim=True).clamp(min=1e-12)
 
 

@@ -3,10 +3,15 @@ num_nodes=None)`` and ``forward(ops: GraphOps, x) -> logits``."""
 
 from twirls.models.baselines.appnp import APPNP
 from twirls.models.baselines.dagnn import DAGNN
+from twirls.models.baselines.gat import GAT
 from twirls.models.baselines.gcn import GCN
 from twirls.models.baselines.gcnii import GCNII
+from twirls.models.baselines.gcnii_dense import GCNIIDense
+from twirls.models.baselines.graphsage import GraphSAGE
+from twirls.models.baselines.h2gcn import H2GCN
 from twirls.models.baselines.jknet import JKNet
 from twirls.models.baselines.mlp import MLP
 from twirls.models.baselines.sgc import SGC
 
-__all__ = ["APPNP", "DAGNN", "GCN", "GCNII", "JKNet", "MLP", "SGC"]
+__all__ = ["APPNP", "DAGNN", "GAT", "GCN", "GCNII", "GCNIIDense", "GraphSAGE", "H2GCN", "JKNet",
+           "MLP", "SGC"]

@@ -1,0 +1,120 @@
+"""Stage ``timing``: Table 11, per-epoch training and test time of the paper's ten models.
+
+The paper (appendix "Running Time") trains every model for 100 epochs on ogbn-arxiv on one
+Tesla T4, all with three hidden layers and three propagation layers and about 351k parameters,
+and reports the mean seconds per training epoch and per test pass. Params ``timing``::
+
+    graph: auto          # auto: ogbn-arxiv when fetched, else a random graph of random_sizes
+    random_sizes: {nodes: 169343, edges: 1166243, features: 128, classes: 40, train: 90941}
+    epochs: 3            # timed training epochs per model (round-robin, after `warmup`)
+    warmup: 1
+    threads: 0           # torch threads (0: every core; the stage runs alone)
+    lr: 0.01
+    models:              # report label -> model and config (hidden sizes give ~351k parameters)
+      GCN: {model: gcn, model_cfg: {layers: 3, hidden: 512, norm: batch}}
+
+These models cost the same on any graph of the same sizes (no step depends on which nodes are
+linked), so the random graph stands in for ogbn-arxiv when it cannot be fetched; every cell's
+note says which graph and device were used. Writes ``results/timing/running-time.json`` (cells:
+``train_seconds`` and ``test_seconds``, medians over epochs, and ``parameters``) and
+``metrics/timing.json`` (every sample).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from twirls.data.registry import DatasetUnavailable, load_dataset
+from twirls.models import GraphOps, build_model
+from twirls.params import load_params
+from twirls.reports.results import Cell, write_cells
+from twirls.train.device import pick_device
+from twirls.train.outputs import write_json
+from twirls.train.timing import EpochTimer, random_graph, time_round_robin
+
+TABLE, DATASET = "running-time", "ogbn-arxiv"
+
+
+def timing_graph(cfg: dict[str, Any], raw: Path):
+    """``(graph, features, labels, train_idx, description)`` per ``cfg["graph"]``."""
+    mode = cfg.get("graph", "auto")
+    if mode not in ("auto", "random"):
+        raise SystemExit(f"timing.graph must be 'auto' or 'random', got {mode!r}")
+    why = "timing.graph: random"
+    if mode == "auto":
+        try:
+            data = load_dataset(DATASET, raw)
+            return (data.graph, data.features, data.labels, data.splits["time"].train,
+                    "ogbn-arxiv")
+        except DatasetUnavailable:
+            why = "ogbn-arxiv not fetched"
+    sizes = cfg["random_sizes"]
+    gen = torch.Generator().manual_seed(2)
+    g = random_graph(int(sizes["nodes"]), int(sizes["edges"]), seed=2)
+    x = torch.randn(g.num_nodes(), int(sizes["features"]), generator=gen)
+    labels = torch.randint(0, int(sizes["classes"]), (g.num_nodes(),), generator=gen)
+    train = torch.randperm(g.num_nodes(), generator=gen)[:int(sizes["train"])]
+    desc = (f"random graph of {g.num_nodes():,} nodes, {g.num_edges() // 2:,} edges, "
+            f"{x.shape[1]} features ({why})")
+    return g, x, labels, train, desc
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
+    parser.add_argument("--out", type=Path, default=Path("."))
+    args = parser.parse_args(argv)
+    params = load_params("timing")
+    cfg = params["timing"]
+    device = pick_device(params["device"])
+    threads = int(cfg.get("threads") or 0)
+    torch.set_num_threads(threads if threads > 0 else max(1, os.cpu_count() or 1))
+
+    g, x, labels, train, graph_desc = timing_graph(cfg, args.raw)
+    ops = GraphOps.from_dgl(g, device=device)
+    x, labels, train = x.to(device), labels.to(device), train.to(device)
+    num_classes = int(labels.max()) + 1
+    timers = []
+    for label, spec in cfg["models"].items():
+        torch.manual_seed(0)
+        try:
+            model = build_model(spec["model"], spec.get("model_cfg"), x.shape[1], num_classes,
+                                num_nodes=g.num_nodes()).to(device)
+        except (KeyError, ValueError) as exc:
+            raise SystemExit(f"timing.models.{label}: {exc}") from None
+        timers.append(EpochTimer(label, model, lambda m=model: m(ops, x), labels, train,
+                                 lr=float(cfg.get("lr", 0.01)), weight_decay=0.0))
+    epochs, warmup = int(cfg["epochs"]), int(cfg.get("warmup", 2))
+    with tqdm(total=epochs + max(3, epochs // 3), desc="timing rounds", file=sys.stderr) as bar:
+        time_round_robin(timers, epochs, warmup=warmup, progress=lambda _: bar.update())
+
+    threads = torch.get_num_threads()
+    note = f"{graph_desc}; {device} ({threads} threads); median over epochs"
+    cells, summaries = [], []
+    for timer in timers:
+        s = timer.summary()
+        summaries.append(s)
+        print(f"{timer.name}: train {s['train_seconds_median']:.3f} s, "
+              f"test {s['test_seconds_median']:.3f} s, {s['parameters']:,} parameters")
+        for metric, samples in (("train_seconds", timer.train_s), ("test_seconds", timer.test_s)):
+            cells.append(Cell(TABLE, DATASET, timer.name, metric, statistics.median(samples),
+                              statistics.pstdev(samples), len(samples), note=note))
+        cells.append(Cell(TABLE, DATASET, timer.name, "parameters", float(s["parameters"]),
+                          None, 1, note=note))
+    write_cells(args.out / "results" / "timing" / "running-time.json", cells)
+    write_json(args.out / "metrics" / "timing.json",
+               {"graph": graph_desc, "device": str(device), "threads": threads,
+                "epochs": epochs, "warmup": warmup, "models": summaries})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
