@@ -2,10 +2,9 @@
 
 FIGURES: dict[str, str] = {
     "propagation-steps-cora": "Figure 2: Accuracy versus propagation steps on Cora",
-    "amazon-micro-f1": "Figure 3: Amazon co-purchase results (micro F1)",
+    "amazon": "Figure 3 and appendix figure: Amazon co-purchase micro F1 and macro F1",
     "cosine-rho": "Figure 1: rho(z^2) of cosine-distance attention, z^2 - z^4/8",
     "attention-functions": "Appendix figure: rho(z^2) and s(z^2), p = 0.1, tau = 0.2, T = 2",
-    "amazon-macro-f1": "Appendix figure: Amazon co-purchase macro F1",
     "chains": "Appendix figure: Chains, accuracy versus chain length",
     "citeseer-alpha-steps": "Extra figure: Table 8 (alpha x S on Citeseer) drawn as curves",
     "energy-per-step-cora": "Extra figure: energy per propagation step on Cora, with and without "

@@ -16,7 +16,8 @@ The sweep is ``sweeps.<name>`` in ``params.yaml``::
       figure: {x: steps, title: ...}           # reports/figures/<name>.png (x: grid key)
       seeds: 3
       data_grid: {length: [10, 20]}            # optional: dataset options (the generated
-                                               # Chains' length), crossed with every curve
+                                               # Chains' length) or `split` (Amazon's label
+                                               # ratio), crossed with every curve
 
 Writes ``results/sweep/<name>.json`` (cells), ``metrics/sweep/<name>.json`` (all points) and
 ``reports/figures/<name>.png``. A curve without ``grid`` is drawn as a horizontal line (e.g. the
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +40,10 @@ from twirls.params import load_params
 from twirls.reports.figure_file import save_figure
 from twirls.reports.results import Cell, write_cells
 from twirls.train.device import pick_device
-from twirls.train.experiment import run_experiment
+from twirls.train.experiment import metric_name, run_experiment
 from twirls.train.outputs import write_json
+
+METRIC_LABELS = {"accuracy": "accuracy", "micro_f1": "micro F1", "macro_f1": "macro F1"}
 
 
 def grid_points(grid: dict[str, list]) -> list[dict[str, Any]]:
@@ -48,9 +52,11 @@ def grid_points(grid: dict[str, list]) -> list[dict[str, Any]]:
 
 
 def plot(name: str, sweep: dict[str, Any], points: list[dict[str, Any]], out: Path,
-         reason: str = "") -> None:
-    """Accuracy against ``figure.x``: one line per curve and per value of the other grid keys;
-    a curve without a grid is a horizontal line. Without data, a figure that says why."""
+         reason: str = "", metric: str = "accuracy") -> None:
+    """The score against ``figure.x``: one line per curve and per value of the other grid keys;
+    a curve without a grid along ``x`` is a horizontal line. ``figure.panels`` lists metrics to
+    draw side by side (default: ``metric`` alone); ``figure.xscale``: ``log2`` (default) or
+    ``linear``. Without data, a figure that says why."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -58,31 +64,39 @@ def plot(name: str, sweep: dict[str, Any], points: list[dict[str, Any]], out: Pa
 
     fig_cfg = sweep.get("figure") or {}
     x = fig_cfg.get("x", "steps")
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    if reason:
-        ax.text(0.5, 0.5, f"no data:\n{reason[:200]}", ha="center", va="center", wrap=True,
-                fontsize=7, transform=ax.transAxes)
-    for curve in sweep["curves"]:
-        pts = [p for p in points if p["curve"] == curve]
-        if not pts:
-            continue
-        if not any(x in p["point"] for p in pts):  # no grid along x: a horizontal line
-            ax.axhline(pts[0]["mean"], ls="--", color="grey", label=curve)
-            continue
-        others = sorted({tuple((k, v) for k, v in p["point"].items() if k != x) for p in pts})
-        for other in others:
-            line = sorted((p for p in pts if tuple(
-                (k, v) for k, v in p["point"].items() if k != x) == other),
-                key=lambda p: p["point"][x])
-            label = curve + "".join(f", {k}={v}" for k, v in other)
-            ax.errorbar([p["point"][x] for p in line], [p["mean"] for p in line],
-                        yerr=[p["std"] for p in line], marker="o", capsize=2, label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel(fig_cfg.get("xlabel", x))
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_title(fig_cfg.get("title", name))
-    if points:
-        ax.legend(fontsize=7)
+    panels = list(fig_cfg.get("panels") or [metric])
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.5), squeeze=False)
+    for ax, panel in zip(axes[0], panels, strict=True):
+        if reason:
+            ax.text(0.5, 0.5, "no data:\n" + textwrap.fill(reason[:240], 60), ha="center",
+                    va="center", fontsize=7, transform=ax.transAxes)
+        for curve in sweep["curves"]:
+            pts = [p for p in points if p["curve"] == curve and panel in p["scores"]]
+            if not pts:
+                continue
+            if not any(x in p["point"] for p in pts):  # no grid along x: a horizontal line
+                ax.axhline(pts[0]["scores"][panel][0], ls="--", color="grey", label=curve)
+                continue
+            others = sorted({tuple((k, v) for k, v in p["point"].items() if k != x)
+                             for p in pts})
+            for other in others:
+                line = sorted((p for p in pts if tuple(
+                    (k, v) for k, v in p["point"].items() if k != x) == other),
+                    key=lambda p: p["point"][x])
+                label = curve + "".join(f", {k}={v}" for k, v in other)
+                ax.errorbar([p["point"][x] for p in line],
+                            [p["scores"][panel][0] for p in line],
+                            yerr=[p["scores"][panel][1] for p in line], marker="o", capsize=2,
+                            label=label)
+        if fig_cfg.get("xscale", "log2") == "log2":
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(fig_cfg.get("xlabel", x))
+        label = METRIC_LABELS.get(panel, panel)
+        ax.set_ylabel(f"test {label} (%)")
+        ax.set_title(fig_cfg.get("title", name) if len(panels) == 1
+                     else f"{fig_cfg.get('title', name)}: {label}")
+        if points:
+            ax.legend(fontsize=7)
     save_figure(fig, out)
 
 
@@ -101,37 +115,50 @@ def main(argv: list[str] | None = None) -> int:
     cells: list[Cell] = []
     points: list[dict[str, Any]] = []
     reason = ""
+    metric = sweep.get("metric", "accuracy")
+    loaded: dict[tuple, Any] = {}
     for data_point in grid_points(sweep.get("data_grid") or {}):
-        try:
-            data = load_dataset(sweep["dataset"], args.raw, data_point)
-        except DatasetUnavailable as exc:
-            data, reason = None, str(exc)
-        except ValueError as exc:  # an option the dataset does not take
-            raise SystemExit(f"sweep {name}: {exc}") from None
+        options = {k: v for k, v in data_point.items() if k != "split"}
+        split = str(data_point.get("split", sweep.get("split", "all")))
+        key = tuple(sorted(options.items()))
+        if key not in loaded:
+            try:
+                loaded[key] = load_dataset(sweep["dataset"], args.raw, options)
+            except DatasetUnavailable as exc:
+                loaded[key], reason = None, str(exc)
+            except ValueError as exc:  # an option the dataset does not take
+                raise SystemExit(f"sweep {name}: {exc}") from None
+        data = loaded[key]
+        if data is not None:
+            metric = metric_name(data)
         for curve, spec in sweep["curves"].items():
             for model_point in grid_points(spec.get("grid") or {}):
                 point = {**data_point, **model_point}
                 label = sweep.get("label", "{curve}").format(curve=curve, **point)
                 if data is None:
                     if "table" in sweep:
-                        cells.append(Cell(sweep["table"], sweep["dataset"], label, "accuracy",
+                        cells.append(Cell(sweep["table"], sweep["dataset"], label, metric,
                                           status="no-data", note=reason))
                     continue
                 cfg = {**(spec.get("model_cfg") or {}), **model_point}
-                exp = {**spec, "model_cfg": cfg, "split": sweep.get("split", "all")}
+                exp = {**spec, "model_cfg": cfg, "split": split}
                 result = run_experiment(exp, data, seeds, device)
                 mean, std = 100 * result.mean(), 100 * result.std()
                 print(f"{name} {curve} {point}: {result}")
+                scores = {metric: (mean, std)}
+                for extra in result.runs[0].extra:  # e.g. test_macro_f1 -> macro_f1
+                    if extra.startswith("test_"):
+                        scores[extra[5:]] = (100 * result.mean(extra), 100 * result.std(extra))
                 points.append({"curve": curve, "point": point, "mean": mean, "std": std,
-                               "runs": len(result.runs)})
+                               "runs": len(result.runs), "scores": scores})
                 if "table" in sweep:
-                    cells.append(Cell(sweep["table"], sweep["dataset"], label, "accuracy", mean,
+                    cells.append(Cell(sweep["table"], sweep["dataset"], label, metric, mean,
                                       std, len(result.runs), note=sweep.get("note", "")))
     write_cells(Path("results/sweep") / f"{name}.json", cells)
     write_json(Path("metrics/sweep") / f"{name}.json",
                {"status": "ok" if not reason else "no-data",
                 "points": {f"{p['curve']} {p['point']}": round(p["mean"], 3) for p in points}})
-    plot(name, sweep, points, Path("reports/figures") / f"{name}.png", reason)
+    plot(name, sweep, points, Path("reports/figures") / f"{name}.png", reason, metric)
     return 0
 
 

@@ -1,0 +1,68 @@
+"""Stage ``sweep@``: a data grid over dataset splits (Amazon's label ratios) and over generator
+options (Chains' length), several metrics per point, and one clear message for a bad option."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from twirls.data.registry import STATUS_FILE
+
+from fixtures import write_amazon
+
+AMAZON = {
+    "dataset": "amazon", "seeds": 1,
+    "data_grid": {"split": [0.05, 0.09]},
+    "curves": {"TWIRLS-base": {
+        "model": "twirls",
+        "model_cfg": {"steps": 2, "lam": 10.0, "alpha": 0.1, "mlp_before": 1, "embedding": 8,
+                      "normalized": True},
+        "train_cfg": {"epochs": 3, "lr": 0.01}}},
+    "figure": {"x": "split", "xscale": "linear", "panels": ["micro_f1", "macro_f1"]},
+}
+
+
+def run_sweep(tmp_path, monkeypatch, sweep: dict) -> dict:
+    from twirls.stages import sweep as stage
+
+    params = {"sweeps": {"s": sweep}, "threads": 1, "train": {"seeds": 1}, "device": "cpu"}
+    monkeypatch.setattr(stage, "load_params", lambda name: params)
+    monkeypatch.chdir(tmp_path)
+    assert stage.main(["s", "--raw", str(tmp_path / "raw")]) == 0
+    return json.loads((tmp_path / "metrics" / "sweep" / "s.json").read_text())
+
+
+def fetched(tmp_path, name: str):
+    folder = tmp_path / "raw" / name
+    folder.mkdir(parents=True)
+    (folder / STATUS_FILE).write_text('{"status": "ok"}')
+    return folder
+
+
+def test_split_grid_trains_on_each_label_ratio_and_draws_both_f1_panels(tmp_path, monkeypatch):
+    write_amazon(fetched(tmp_path, "amazon"))
+    metrics = run_sweep(tmp_path, monkeypatch, AMAZON)
+    assert metrics["status"] == "ok"
+    assert sorted(metrics["points"]) == ["TWIRLS-base {'split': 0.05}",
+                                         "TWIRLS-base {'split': 0.09}"]
+    assert all(0.0 <= v <= 100.0 for v in metrics["points"].values())
+    assert (tmp_path / "reports" / "figures" / "s.png").stat().st_size > 1000
+
+
+def test_split_grid_on_missing_data_draws_a_no_data_figure(tmp_path, monkeypatch):
+    folder = tmp_path / "raw" / "amazon"
+    folder.mkdir(parents=True)
+    (folder / STATUS_FILE).write_text('{"status": "missing", "reason": "no Dropbox here"}')
+    metrics = run_sweep(tmp_path, monkeypatch, AMAZON)
+    assert metrics == {"status": "no-data", "points": {}}
+    assert (tmp_path / "reports" / "figures" / "s.png").stat().st_size > 1000
+
+
+def test_unknown_data_option_is_one_clear_message(tmp_path, monkeypatch):
+    fetched(tmp_path, "chains")
+    sweep = {"dataset": "chains", "split": "ignn", "data_grid": {"lenght": [10]},
+             "curves": {"SGC": {"model": "sgc", "model_cfg": {"steps": 2},
+                                "train_cfg": {"epochs": 2}}}}
+    with pytest.raises(SystemExit, match="sweep s: dataset 'chains' has no option 'lenght'"):
+        run_sweep(tmp_path, monkeypatch, sweep)
