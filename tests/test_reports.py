@@ -20,7 +20,7 @@ from twirls.reports.results import (
     status_of,
     write_cells,
 )
-from twirls.stages.report import figures_present
+from twirls.stages.report import figures_present, sweeps_without_data
 
 
 def test_paper_numbers_cover_every_table_and_cite_it():
@@ -123,6 +123,19 @@ def test_index_claims_only_figures_that_exist(tmp_path):
     (tmp_path / "figures").mkdir()
     (tmp_path / "figures" / "cosine-rho.png").write_bytes(b"png")
     assert figures_present(tmp_path, {"cosine-rho", "propagation-steps-cora"}) == {"cosine-rho"}
+
+
+def test_index_says_when_a_sweep_figure_had_no_data(tmp_path):
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    (metrics / "amazon.json").write_text('{"status": "no-data", "points": {}}')
+    (metrics / "chains.json").write_text('{"status": "ok", "points": {"a": 1.0}}')
+    empty = sweeps_without_data(metrics, {"amazon", "chains", "not-run-yet"})
+    assert empty == {"amazon"}
+    write_index(build_results([], read_paper()), tmp_path, {"amazon", "chains"}, None, empty)
+    lines = (tmp_path / "README.md").read_text().splitlines()
+    assert any("[amazon.png]" in ln and "no data (the figure says why)" in ln for ln in lines)
+    assert any("[chains.png]" in ln and ln.endswith("| generated |") for ln in lines)
 
 
 def test_explanations_are_rendered_under_their_table_with_the_status(tmp_path):

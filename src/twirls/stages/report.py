@@ -3,12 +3,13 @@
 Inputs come from params, never from globbing: ``report.cells`` and ``report.figures``, plus
 ``results/train/<name>.json`` for every entry of ``experiments`` and ``results/robust/<name>.json``
 for every entry of ``robust`` and ``robust_attn``, and ``results/sweep/<name>.json`` for every
-sweep.
+sweep (whose ``metrics/sweep/<name>.json`` says whether its figure had data).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -22,6 +23,17 @@ def figures_present(reports: Path, names: set[str]) -> set[str]:
     """The declared figures whose ``reports/figures/<name>.png`` exists (a stage run one by one
     may not have drawn its figure yet: the index must not claim it)."""
     return {name for name in names if (reports / "figures" / f"{name}.png").exists()}
+
+
+def sweeps_without_data(metrics: Path, names: set[str]) -> set[str]:
+    """The sweeps whose ``metrics/sweep/<name>.json`` says ``no-data``: their figure is drawn
+    but only says why (the dataset could not be fetched)."""
+    out = set()
+    for name in names:
+        path = metrics / f"{name}.json"
+        if path.exists() and json.loads(path.read_text()).get("status") == "no-data":
+            out.add(name)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     write_atomic(args.reports / "results.csv", results[COLUMNS].to_csv(index=False))
     declared_figures = set(params.get("figures") or []) | set(declared.get("sweeps", {}))
     write_index(results, args.reports, figures_present(args.reports, declared_figures),
-                read_explanations(results))
+                read_explanations(results),
+                sweeps_without_data(Path("metrics/sweep"), set(declared.get("sweeps", {}))))
     counts = results["status"].value_counts().to_dict()
     print("results.csv:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 0
