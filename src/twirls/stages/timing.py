@@ -13,9 +13,10 @@ and reports the mean seconds per training epoch and per test pass. Params ``timi
     models:              # report label -> model and config (hidden sizes give ~351k parameters)
       GCN: {model: gcn, model_cfg: {layers: 3, hidden: 512, norm: batch}}
 
-These models cost the same on any graph of the same sizes (no step depends on which nodes are
-linked), so the random graph stands in for ogbn-arxiv when it cannot be fetched; every cell's
-note says which graph and device were used. Writes ``results/timing/running-time.json`` (cells:
+The work of these models is set by the graph's sizes (nodes, edges, features), not by which
+nodes are linked; only memory locality differs. So a random graph of the same sizes stands in
+for ogbn-arxiv when it cannot be fetched, and every cell's note says which graph and device
+were used. Writes ``results/timing/running-time.json`` (cells:
 ``train_seconds`` and ``test_seconds``, medians over epochs, and ``parameters``) and
 ``metrics/timing.json`` (every sample).
 """
