@@ -87,10 +87,6 @@ def _cases(g: dgl.DGLGraph, x: Tensor, labels: Tensor, train: Tensor,
     return cases
 
 
-def _time(cases: list[tuple[EpochTimer, dict[str, Any]]], rounds: int) -> None:
-    time_round_robin([timer for timer, _ in cases], rounds)
-
-
 def _setting(title: str, dataset: dict[str, Any],
              cases: list[tuple[EpochTimer, dict[str, Any]]]) -> dict[str, Any]:
     results = []
@@ -136,7 +132,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    ("twirls_base", "twirls", {**twirls_cfg(depth, 2, 64), "dropout": 0.5})]
         reference = {"steps": depth, "lam": 1.0, "alpha": 1.0, "hidden": 64, "mlp_before": 2}
         cases = _cases(g, x, labels, train, configs, reference)
-        _time(cases, args.rounds_cora)
+        time_round_robin([timer for timer, _ in cases], args.rounds_cora)
         settings.append(_setting(f"cora, depth {depth}", cora, cases))
 
     if not args.skip_arxiv:
@@ -149,7 +145,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     {**twirls_cfg(3, 3, 512, after=True), "dropout": 0.5}),
                    ("mlp", "mlp", {"layers": 3, "hidden": 512, "dropout": 0.5})]
         cases = _cases(g, x, labels, train, configs)
-        _time(cases, args.rounds_arxiv)
+        time_round_robin([timer for timer, _ in cases], args.rounds_arxiv)
         settings.append(_setting("arxiv-sized random graph, depth 3", arxiv, cases))
 
     out = {

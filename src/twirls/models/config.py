@@ -49,3 +49,9 @@ def check(condition: bool, model: str, message: str) -> None:
     """Raise ``ValueError("<model> config: <message>")`` unless ``condition`` holds."""
     if not condition:
         raise ValueError(f"{model} config: {message}")
+
+
+def check_rates(model: str, **rates: float | None) -> None:
+    """Every given dropout rate lies in ``[0, 1)`` (``None``: "use another rate", accepted)."""
+    for key, rate in rates.items():
+        check(rate is None or 0.0 <= rate < 1.0, model, f"{key} must be in [0, 1), got {rate}")

@@ -142,6 +142,16 @@ class GraphOps:
             self._cache[key] = entry
         return entry[2]
 
+    def dgl_graph(self, *, self_loops: bool) -> dgl.DGLGraph:
+        """This graph for DGL's layers (GAT, GraphSAGE), cached: an edge ``j → i`` for every
+        entry ``(i, j)`` of ``Ã``'s pattern (``self_loops``) or of ``A``'s."""
+
+        def build() -> dgl.DGLGraph:
+            src, dst = (self.col, self.row) if self_loops else (self.src, self.dst)
+            return dgl.graph((src, dst), num_nodes=self.n, device=self.device)
+
+        return self.cached(("dgl_graph", self_loops), build)
+
     def clear_cache(self) -> None:
         self._cache.clear()
 

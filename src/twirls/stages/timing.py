@@ -39,7 +39,7 @@ from twirls.params import load_params
 from twirls.reports.results import Cell, write_cells
 from twirls.train.device import pick_device
 from twirls.train.outputs import write_json
-from twirls.train.timing import EpochTimer, random_graph, time_round_robin
+from twirls.train.timing import EpochTimer, random_task, time_round_robin
 
 TABLE, DATASET = "running-time", "ogbn-arxiv"
 
@@ -57,12 +57,7 @@ def timing_graph(cfg: dict[str, Any], raw: Path):
                     "ogbn-arxiv")
         except DatasetUnavailable:
             why = "ogbn-arxiv not fetched"
-    sizes = cfg["random_sizes"]
-    gen = torch.Generator().manual_seed(2)
-    g = random_graph(int(sizes["nodes"]), int(sizes["edges"]), seed=2)
-    x = torch.randn(g.num_nodes(), int(sizes["features"]), generator=gen)
-    labels = torch.randint(0, int(sizes["classes"]), (g.num_nodes(),), generator=gen)
-    train = torch.randperm(g.num_nodes(), generator=gen)[:int(sizes["train"])]
+    g, x, labels, train = random_task(**{k: int(v) for k, v in cfg["random_sizes"].items()})
     desc = (f"random graph of {g.num_nodes():,} nodes, {g.num_edges() // 2:,} edges, "
             f"{x.shape[1]} features ({why})")
     return g, x, labels, train, desc

@@ -38,14 +38,19 @@ def random_graph(nodes: int, edges: int, seed: int = 0) -> dgl.DGLGraph:
     return undirected_graph(key // nodes, key % nodes, nodes)
 
 
-def arxiv_sized(seed: int = 2) -> tuple[dgl.DGLGraph, Tensor, Tensor, Tensor]:
-    """``(graph, features, labels, train_idx)``: random, with ogbn-arxiv's sizes."""
+def random_task(nodes: int, edges: int, features: int, classes: int, train: int,
+                seed: int = 2) -> tuple[dgl.DGLGraph, Tensor, Tensor, Tensor]:
+    """``(graph, features, labels, train_idx)``, all random, with the given sizes."""
     gen = torch.Generator().manual_seed(seed)
-    g = random_graph(ARXIV["nodes"], ARXIV["edges"], seed=seed)
-    x = torch.randn(ARXIV["nodes"], ARXIV["features"], generator=gen)
-    labels = torch.randint(0, ARXIV["classes"], (ARXIV["nodes"],), generator=gen)
-    train = torch.randperm(ARXIV["nodes"], generator=gen)[:ARXIV["train"]]
-    return g, x, labels, train
+    g = random_graph(nodes, edges, seed=seed)
+    x = torch.randn(nodes, features, generator=gen)
+    labels = torch.randint(0, classes, (nodes,), generator=gen)
+    return g, x, labels, torch.randperm(nodes, generator=gen)[:train]
+
+
+def arxiv_sized(seed: int = 2) -> tuple[dgl.DGLGraph, Tensor, Tensor, Tensor]:
+    """:func:`random_task` with ogbn-arxiv's sizes."""
+    return random_task(**ARXIV, seed=seed)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from twirls.models.baselines.gcnii import dropout_linear
-from twirls.models.config import check, resolve_config
+from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import norm_layers
 
@@ -89,9 +89,7 @@ class DAGNN(nn.Module):
         super().__init__()
         check(isinstance(steps, int) and steps >= 0, "DAGNN",
               f"steps must be an integer >= 0, got {steps!r}")
-        for key, rate in (("dropout", dropout), ("input_dropout", input_dropout)):
-            check(rate is None or 0.0 <= rate < 1.0, "DAGNN",
-                  f"{key} must be in [0, 1), got {rate}")
+        check_rates("DAGNN", dropout=dropout, input_dropout=input_dropout)
         check(isinstance(layers, int) and layers >= 2, "DAGNN",
               f"layers must be an integer >= 2, got {layers!r}")
         widths = [in_dim] + [hidden] * (layers - 1) + [out_dim]

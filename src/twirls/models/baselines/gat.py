@@ -17,26 +17,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import dgl
-import torch
 from dgl.nn import GATConv
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from twirls.models.config import check, resolve_config
+from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps
-from twirls.models.layers import norm_layers
+from twirls.models.layers import is_sparse, norm_layers
 
 DEFAULTS: dict[str, Any] = {"layers": 2, "hidden": 8, "heads": 8, "out_heads": 1,
                             "dropout": 0.6, "attn_dropout": 0.6, "negative_slope": 0.2,
                             "norm": "none"}
-
-
-def dgl_graph_with_loops(ops: GraphOps) -> dgl.DGLGraph:
-    """The pattern of ``Ã = A + I`` as a DGL graph (edge ``j → i`` for entry ``(i, j)``),
-    cached in ``ops``."""
-    return ops.cached(("dgl_graph_with_loops",),
-                      lambda: dgl.graph((ops.col, ops.row), num_nodes=ops.n, device=ops.device))
 
 
 class GAT(nn.Module):
@@ -58,8 +49,7 @@ class GAT(nn.Module):
               f"layers must be an integer >= 1, got {layers!r}")
         check(heads >= 1 and out_heads >= 1, "GAT",
               f"heads and out_heads must be >= 1, got {heads} and {out_heads}")
-        for key, rate in (("dropout", dropout), ("attn_dropout", attn_dropout)):
-            check(0.0 <= rate < 1.0, "GAT", f"{key} must be in [0, 1), got {rate}")
+        check_rates("GAT", dropout=dropout, attn_dropout=attn_dropout)
         widths = [in_dim] + [hidden * heads] * (layers - 1)
         self.convs = nn.ModuleList(
             GATConv(w, hidden, heads, feat_drop=dropout, attn_drop=attn_dropout,
@@ -74,8 +64,8 @@ class GAT(nn.Module):
         return cls(in_dim, out_dim, **resolve_config("GAT", cfg, DEFAULTS))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
-        g = dgl_graph_with_loops(ops)
-        h = x.to_dense() if x.layout == torch.sparse_csr else x
+        g = ops.dgl_graph(self_loops=True)
+        h = x.to_dense() if is_sparse(x) else x
         for k, conv in enumerate(self.convs):
             h = conv(g, h).flatten(1)
             h = F.elu(h if self.norms is None else self.norms[k](h))

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from twirls.models.config import check, resolve_config
+from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import dropout, is_sparse, norm_layers
 
@@ -40,9 +40,7 @@ class GCN(nn.Module):
                  norm: str = "none") -> None:
         super().__init__()
         check(layers >= 1, "GCN", f"layers must be >= 1, got {layers}")
-        for key, rate in (("dropout", dropout), ("input_dropout", input_dropout)):
-            check(rate is None or 0.0 <= rate < 1.0, "GCN",
-                  f"{key} must be in [0, 1), got {rate}")
+        check_rates("GCN", dropout=dropout, input_dropout=input_dropout)
         widths = [in_dim] + [hidden] * (layers - 1) + [out_dim]
         self.lins = nn.ModuleList(
             nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True))

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from twirls.models.config import check, resolve_config
+from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps, SparseMatrix
 
 SPARSE_DENSITY = 0.25  # dropout_linear goes sparse for features with at most this share of nonzeros
@@ -137,7 +137,7 @@ class GCNII(nn.Module):
               f"layers must be an integer >= 1, got {layers!r}")
         check(0.0 <= alpha <= 1.0, "GCNII", f"alpha must be in [0, 1], got {alpha}")
         check(lam >= 0.0, "GCNII", f"lam must be >= 0 (beta_l = log(lam/l + 1)), got {lam}")
-        check(0.0 <= dropout < 1.0, "GCNII", f"dropout must be in [0, 1), got {dropout}")
+        check_rates("GCNII", dropout=dropout)
         check(conv_weight_decay >= 0.0, "GCNII",
               f"conv_weight_decay must be >= 0, got {conv_weight_decay}")
         self.lin_in = nn.Linear(in_dim, hidden)

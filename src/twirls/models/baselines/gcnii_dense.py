@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from twirls.models.baselines.gcnii import dropout_linear
-from twirls.models.config import check, resolve_config
+from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import norm_layers
 
@@ -83,7 +83,7 @@ class GCNIIDense(nn.Module):
         check(isinstance(layers, int) and layers >= 0, "GCNIIDense",
               f"layers must be an integer >= 0, got {layers!r}")
         check(alpha >= 0.0, "GCNIIDense", f"alpha must be >= 0, got {alpha}")
-        check(0.0 <= dropout < 1.0, "GCNIIDense", f"dropout must be in [0, 1), got {dropout}")
+        check_rates("GCNIIDense", dropout=dropout)
         self.lin_in = nn.Linear(in_dim, hidden)
         self.convs = nn.ModuleList(GCNIIDenseConv(hidden, alpha) for _ in range(layers))
         self.lin_out = nn.Linear(hidden, out_dim)

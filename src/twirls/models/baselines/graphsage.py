@@ -16,22 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import dgl
-import torch
 from dgl.nn import SAGEConv
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from twirls.models.config import check, resolve_config
+from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps
+from twirls.models.layers import is_sparse
 
 DEFAULTS: dict[str, Any] = {"layers": 2, "hidden": 64, "dropout": 0.5}
-
-
-def dgl_graph(ops: GraphOps) -> dgl.DGLGraph:
-    """The graph of ``A`` (no self-loops) as a DGL graph, cached in ``ops``."""
-    return ops.cached(("dgl_graph",),
-                      lambda: dgl.graph((ops.src, ops.dst), num_nodes=ops.n, device=ops.device))
 
 
 class GraphSAGE(nn.Module):
@@ -45,7 +38,7 @@ class GraphSAGE(nn.Module):
         super().__init__()
         check(isinstance(layers, int) and layers >= 1, "GraphSAGE",
               f"layers must be an integer >= 1, got {layers!r}")
-        check(0.0 <= dropout < 1.0, "GraphSAGE", f"dropout must be in [0, 1), got {dropout}")
+        check_rates("GraphSAGE", dropout=dropout)
         widths = [in_dim] + [hidden] * (layers - 1) + [out_dim]
         self.convs = nn.ModuleList(SAGEConv(a, b, "mean", feat_drop=dropout)
                                    for a, b in zip(widths[:-1], widths[1:], strict=True))
@@ -56,8 +49,8 @@ class GraphSAGE(nn.Module):
         return cls(in_dim, out_dim, **resolve_config("GraphSAGE", cfg, DEFAULTS))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
-        g = dgl_graph(ops)
-        h = x.to_dense() if x.layout == torch.sparse_csr else x
+        g = ops.dgl_graph(self_loops=False)
+        h = x.to_dense() if is_sparse(x) else x
         for k, conv in enumerate(self.convs):
             h = conv(g, h)
             if k < len(self.convs) - 1:

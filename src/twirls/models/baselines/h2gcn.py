@@ -27,8 +27,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from twirls.models.config import check, resolve_config
+from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps
+from twirls.models.layers import is_sparse
 
 DEFAULTS: dict[str, Any] = {"hidden": 64, "rounds": 1, "dropout": 0.5, "embed_relu": True}
 
@@ -93,7 +94,7 @@ class H2GCN(nn.Module):
         super().__init__()
         check(isinstance(rounds, int) and rounds >= 1, "H2GCN",
               f"rounds must be an integer >= 1, got {rounds!r}")
-        check(0.0 <= dropout < 1.0, "H2GCN", f"dropout must be in [0, 1), got {dropout}")
+        check_rates("H2GCN", dropout=dropout)
         self.embed = nn.Linear(in_dim, hidden, bias=False)
         self.classify = nn.Linear(hidden * (2 ** (rounds + 1) - 1), out_dim)
         self.rounds, self.dropout, self.embed_relu = rounds, dropout, embed_relu
@@ -106,8 +107,7 @@ class H2GCN(nn.Module):
     def representations(self, ops: GraphOps, x: Tensor) -> list[Tensor]:
         """``[r⁽⁰⁾, …, r⁽ᴷ⁾]``, widths ``p, 2p, …, 2ᴷ p``."""
         a1, a2 = hop_adjacencies(ops)
-        sparse = x.layout == torch.sparse_csr
-        r = torch.sparse.mm(x, self.embed.weight.t()) if sparse else self.embed(x)
+        r = torch.sparse.mm(x, self.embed.weight.t()) if is_sparse(x) else self.embed(x)
         rs = [F.relu(r) if self.embed_relu else r]
         for _ in range(self.rounds):
             rs.append(torch.cat([_SymmetricSpMM.apply(a1, rs[-1]),

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from twirls.models.baselines.gcnii import dropout_linear
-from twirls.models.config import check, resolve_config
+from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps, SparseMatrix
 from twirls.models.layers import norm_layers
 
@@ -83,9 +83,7 @@ class JKNet(nn.Module):
         check(isinstance(layers, int) and layers >= 1, "JKNet",
               f"layers must be an integer >= 1, got {layers!r}")
         check(mode in MODES, "JKNet", f"mode must be one of {MODES}, got {mode!r}")
-        for key, rate in (("dropout", dropout), ("input_dropout", input_dropout)):
-            check(rate is None or 0.0 <= rate < 1.0, "JKNet",
-                  f"{key} must be in [0, 1), got {rate}")
+        check_rates("JKNet", dropout=dropout, input_dropout=input_dropout)
         widths = [in_dim] + [hidden] * layers
         self.convs = nn.ModuleList(
             nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True))
