@@ -58,7 +58,7 @@ def run_both(name: str, cfg: dict, reference) -> tuple[torch.Tensor, torch.Tenso
     torch.manual_seed(0)
     model = build_model(name, cfg, D, C).double().train()
     torch.manual_seed(1)
-    ours = model(GraphOps.from_dgl(g, dtype=DT), x)
+    ours = model(GraphOps.from_graph(g, dtype=DT), x)
     torch.manual_seed(1)
     return ours, reference(model, x, adj)
 
@@ -147,7 +147,7 @@ def test_gcnii_dense_without_layers_is_a_two_layer_mlp_and_checks_its_config():
     model = build_model("gcnii-dense", {"layers": 0, "hidden": 8, "dropout": 0.0}, D, C)
     model = model.double().eval()
     expected = model.lin_out(F.relu(model.lin_in(x)))
-    assert torch.allclose(model(GraphOps.from_dgl(g, dtype=DT), x), expected, rtol=1e-12)
+    assert torch.allclose(model(GraphOps.from_graph(g, dtype=DT), x), expected, rtol=1e-12)
     for cfg, match in [({"layers": -1}, "layers must be an integer >= 0"),
                        ({"norm": "group"}, "norm must be one of"),
                        ({"dropout": 1.0}, r"dropout must be in \[0, 1\)"),
@@ -170,7 +170,7 @@ def test_input_dropout_zero_keeps_the_input_and_none_means_dropout(name):
     """Only the input's dropout changes: with ``input_dropout: 0`` a change of the input
     rate leaves the training-mode output (same RNG state) unchanged iff rates agree."""
     g, x, _ = graph_and_features(2)
-    ops = GraphOps.from_dgl(g, dtype=DT)
+    ops = GraphOps.from_graph(g, dtype=DT)
 
     def out(cfg: dict) -> torch.Tensor:
         torch.manual_seed(0)
@@ -221,6 +221,6 @@ def test_every_parameter_of_the_arxiv_configs_gets_a_gradient(name):
     cfg = small(exp["model_cfg"], hidden=16, **({"layers": 3} if "layers" in exp["model_cfg"]
                                                 else {}))
     model = build_model(exp["model"], cfg, D, C).double().train()
-    F.cross_entropy(model(GraphOps.from_dgl(g, dtype=DT), x), torch.arange(N) % C).backward()
+    F.cross_entropy(model(GraphOps.from_graph(g, dtype=DT), x), torch.arange(N) % C).backward()
     for pname, p in model.named_parameters():
         assert p.grad is not None and bool(p.grad.abs().sum() > 0), pname

@@ -61,7 +61,7 @@ def test_registered_shapes_and_rejects_unknown_keys(name):
     assert MODELS[name] is {"jknet": JKNet, "gcnii": GCNII, "dagnn": DAGNN}[name]
     with pytest.raises(ValueError, match="unknown key 'hiden'.*Did you mean 'hidden'"):
         build_model(name, {"hiden": 3}, 5, 2)
-    ops = GraphOps.from_dgl(random_graph(0, n=11, m=20))
+    ops = GraphOps.from_graph(random_graph(0, n=11, m=20))
     torch.manual_seed(0)
     out = build_model(name, None, 5, 2)(ops, torch.randn(11, 5))  # paper defaults
     assert out.shape == (11, 2) and bool(torch.isfinite(out).all())
@@ -81,7 +81,7 @@ def test_invalid_values_name_the_model_and_key(name, cfg, match):
 
 
 def test_dropout_linear_sparse_path_equals_dense_and_drops_only_nonzeros():
-    ops = GraphOps.from_dgl(random_graph(12, n=300, m=600), dtype=DT)
+    ops = GraphOps.from_graph(random_graph(12, n=300, m=600), dtype=DT)
     x = bag_of_words(300, 40)
     torch.manual_seed(0)
     lin = torch.nn.Linear(40, 5).double()
@@ -111,7 +111,7 @@ def test_dropout_linear_sparse_path_equals_dense_and_drops_only_nonzeros():
 @pytest.mark.parametrize("mode", ["max", "cat"])
 def test_jknet_aggregates_its_layer_outputs(mode):
     g = random_graph(1)
-    ops, x, adj = GraphOps.from_dgl(g, dtype=DT), features(30, 6), dense_gcn_norm(g)
+    ops, x, adj = GraphOps.from_graph(g, dtype=DT), features(30, 6), dense_gcn_norm(g)
     model = build("jknet", {"mode": mode, "layers": 4})
     hs = model.layer_outputs(ops, x)
     h = x
@@ -131,7 +131,7 @@ def test_jknet_aggregates_its_layer_outputs(mode):
 
 def test_jknet_with_one_layer_is_a_two_layer_gcn():
     g, x = random_graph(2), features(30, 6)
-    ops = GraphOps.from_dgl(g, dtype=DT)
+    ops = GraphOps.from_graph(g, dtype=DT)
     jk = build("jknet", {"layers": 1, "mode": "max"})
     gcn = GCN.from_config({"layers": 2, "hidden": 8, "dropout": 0.0}, 6, 3).double().eval()
     for lin, src in zip(gcn.lins, [jk.convs[0], jk.out], strict=True):
@@ -159,7 +159,7 @@ def test_gcnii_layers_match_the_dense_formula():
         s = (1 - alpha) * adj @ h + alpha * h0
         h = torch.relu(s @ ((1 - conv.beta) * torch.eye(8, dtype=DT) + conv.beta * conv.weight))
     expected = model.lin_out(h)
-    assert torch.allclose(model(GraphOps.from_dgl(g, dtype=DT), x), expected, rtol=1e-10,
+    assert torch.allclose(model(GraphOps.from_graph(g, dtype=DT), x), expected, rtol=1e-10,
                           atol=1e-12)
 
 
@@ -167,8 +167,8 @@ def test_gcnii_with_alpha_one_ignores_the_graph():
     """α = 1: every layer sees only h⁽⁰⁾, h⁽ˡ⁾ = ReLU(h⁽⁰⁾((1-β_l) I + β_l W_l)): no graph."""
     x = features(30, 6)
     model = build("gcnii", {"alpha": 1.0})
-    a = model(GraphOps.from_dgl(random_graph(4), dtype=DT), x)
-    b = model(GraphOps.from_dgl(random_graph(5), dtype=DT), x)
+    a = model(GraphOps.from_graph(random_graph(4), dtype=DT), x)
+    b = model(GraphOps.from_graph(random_graph(5), dtype=DT), x)
     h0 = torch.relu(model.lin_in(x))
     conv = model.convs[-1]  # only the last layer matters: each one restarts from h⁽⁰⁾
     h = torch.relu(h0 @ ((1 - conv.beta) * torch.eye(8, dtype=DT) + conv.beta * conv.weight))
@@ -185,14 +185,14 @@ def test_gcnii_with_lambda_zero_is_appnp_propagation():
     model = GCNII.from_config({"layers": 7, "hidden": 8, "alpha": 0.2, "lam": 0.0,
                                "dropout": 0.0}, 6, 3).eval()
     h0 = torch.relu(model.lin_in(x))
-    expected = model.lin_out(APPNPConv(7, 0.2)(dgl.add_self_loop(g), h0))
-    assert torch.allclose(model(GraphOps.from_dgl(g), x), expected, rtol=1e-5, atol=1e-6)
+    expected = model.lin_out(APPNPConv(7, 0.2)(dgl.add_self_loop(g.to_dgl()), h0))
+    assert torch.allclose(model(GraphOps.from_graph(g), x), expected, rtol=1e-5, atol=1e-6)
 
     deep = build("gcnii", {"layers": 300, "alpha": 0.2, "lam": 0.0})
     x64, adj = features(30, 6), dense_gcn_norm(g)
     h0 = torch.relu(deep.lin_in(x64))
     limit = 0.2 * torch.linalg.solve(torch.eye(30, dtype=DT) - 0.8 * adj, h0)
-    out = deep(GraphOps.from_dgl(g, dtype=DT), x64)
+    out = deep(GraphOps.from_graph(g, dtype=DT), x64)
     assert torch.allclose(out, deep.lin_out(limit), rtol=1e-9, atol=1e-10)
 
 
@@ -218,14 +218,14 @@ def test_dagnn_with_zero_steps_gates_its_mlp():
     """K = 0: out = σ(Z s + b) ⊙ Z with Z = MLP(X): the MLP's output, rescaled per node."""
     x = features(30, 6)
     model = build("dagnn", {"steps": 0})
-    ops = GraphOps.from_dgl(random_graph(7), dtype=DT)
+    ops = GraphOps.from_graph(random_graph(7), dtype=DT)
     z = model.mlp(ops, x)
     gate = torch.sigmoid(z @ model.adjust.proj.weight.T + model.adjust.proj.bias)
     assert torch.allclose(model(ops, x), gate * z, rtol=1e-12, atol=1e-14)
     with torch.no_grad():  # a saturated gate passes the MLP through unchanged
         model.adjust.proj.weight.zero_()
         model.adjust.proj.bias.fill_(50.0)
-    assert torch.allclose(model(GraphOps.from_dgl(random_graph(8), dtype=DT), x), z,
+    assert torch.allclose(model(GraphOps.from_graph(random_graph(8), dtype=DT), x), z,
                           rtol=1e-12, atol=1e-14)
 
 
@@ -240,7 +240,7 @@ def test_dagnn_mlp_with_three_layers_and_batch_norm():
             norm = model.norms[k]
             h = torch.relu(torch.nn.functional.batch_norm(h, None, None, norm.weight, norm.bias,
                                                           training=True, eps=norm.eps))
-    assert torch.allclose(model.mlp(GraphOps.from_dgl(random_graph(7), dtype=DT), x), h,
+    assert torch.allclose(model.mlp(GraphOps.from_graph(random_graph(7), dtype=DT), x), h,
                           rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="DAGNN config: layers must be an integer >= 2"):
         build("dagnn", {"layers": 1})
@@ -251,21 +251,21 @@ def test_dagnn_matches_the_dense_adaptive_combination():
     g, x = random_graph(9), features(30, 6)
     adj = dense_gcn_norm(g)
     model = build("dagnn", {"steps": 5})
-    z = model.mlp(GraphOps.from_dgl(g, dtype=DT), x)
+    z = model.mlp(GraphOps.from_graph(g, dtype=DT), x)
     expected = torch.zeros_like(z)
     for k in range(6):
         h = torch.linalg.matrix_power(adj, k) @ z
         expected += torch.sigmoid(h @ model.adjust.proj.weight.T + model.adjust.proj.bias) * h
-    assert torch.allclose(model(GraphOps.from_dgl(g, dtype=DT), x), expected, rtol=1e-10,
+    assert torch.allclose(model(GraphOps.from_graph(g, dtype=DT), x), expected, rtol=1e-10,
                           atol=1e-12)
-    scores = model.adjust.scores(model.adjust.representations(GraphOps.from_dgl(g, dtype=DT), z))
+    scores = model.adjust.scores(model.adjust.representations(GraphOps.from_graph(g, dtype=DT), z))
     assert scores.shape == (30, 6) and bool(((scores > 0) & (scores < 1)).all())
 
 
 # ------------------------------------------------------------------ training behaviour
 @pytest.mark.parametrize("name", NAMES)
 def test_every_parameter_gets_a_gradient(name):
-    ops, x = GraphOps.from_dgl(random_graph(10), dtype=DT), bag_of_words(30, 6, density=0.2)
+    ops, x = GraphOps.from_graph(random_graph(10), dtype=DT), bag_of_words(30, 6, density=0.2)
     model = build(name, {"dropout": 0.5}).train()
     torch.nn.functional.cross_entropy(model(ops, x), torch.arange(30) % 3).backward()
     for pname, p in model.named_parameters():
@@ -274,7 +274,7 @@ def test_every_parameter_gets_a_gradient(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_same_seed_same_model_and_dropout(name):
-    ops, x = GraphOps.from_dgl(random_graph(11), dtype=DT), features(30, 6)
+    ops, x = GraphOps.from_graph(random_graph(11), dtype=DT), features(30, 6)
 
     def run(seed: int) -> torch.Tensor:
         model = build(name, {"dropout": 0.5}, seed=seed).train()
@@ -301,7 +301,7 @@ def test_smoke_training_on_cora(tmp_path, name, cfg, lr):
     torch.set_num_threads(1)
     set_seed(0)
     model = build_model(name, cfg, data.num_features, data.num_classes)
-    res = train_run(model, GraphOps.from_dgl(data.graph), x, data.labels,
+    res = train_run(model, GraphOps.from_graph(data.graph), x, data.labels,
                     data.splits["public"], TrainConfig(epochs=40, lr=lr, weight_decay=5e-4),
                     seed=0)
     assert res.train > 0.9 and res.val > 0.7 and res.test > 0.7, res

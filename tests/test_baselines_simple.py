@@ -45,17 +45,17 @@ def test_gcn_equals_dgl_graphconv_stack():
     for conv, lin in zip(convs, model.lins, strict=True):
         conv.weight.data.copy_(lin.weight.T)
         conv.bias.data.copy_(lin.bias)
-    h, gs = x, dgl.add_self_loop(g)
+    h, gs = x, dgl.add_self_loop(g.to_dgl())
     for k, conv in enumerate(convs):
         h = conv(gs, h)
         h = h.relu() if k < len(convs) - 1 else h
-    out = model(GraphOps.from_dgl(g, dtype=DT), x)
+    out = model(GraphOps.from_graph(g, dtype=DT), x)
     assert torch.allclose(out, h, rtol=1e-10, atol=1e-10)
 
 
 def test_sgc_propagates_k_times_once_and_caches():
     g = random_graph(1)
-    ops = GraphOps.from_dgl(g, dtype=DT)
+    ops = GraphOps.from_graph(g, dtype=DT)
     x = features(40, 6)
     model = SGC.from_config({"steps": 3}, 6, 2).double()
     adj = ops.gcn_norm().to_dense()
@@ -76,8 +76,8 @@ def test_appnp_equals_dgl_appnpconv():
     model = APPNP.from_config({"steps": 7, "alpha": 0.2, "hidden": 8, "dropout": 0.0},
                               5, 3).eval()
     h = model.mlp(x)
-    expected = APPNPConv(7, 0.2)(dgl.add_self_loop(g), h)
-    out = model(GraphOps.from_dgl(g), x)
+    expected = APPNPConv(7, 0.2)(dgl.add_self_loop(g.to_dgl()), h)
+    out = model(GraphOps.from_graph(g), x)
     assert torch.allclose(out, expected, rtol=1e-5, atol=1e-6)
 
 
@@ -85,8 +85,8 @@ def test_mlp_ignores_the_graph():
     x = features(40, 5)
     torch.manual_seed(0)
     model = MLP.from_config({"layers": 2, "hidden": 8}, 5, 3).double().eval()
-    a = model(GraphOps.from_dgl(random_graph(3), dtype=DT), x)
-    b = model(GraphOps.from_dgl(random_graph(4), dtype=DT), x)
+    a = model(GraphOps.from_graph(random_graph(3), dtype=DT), x)
+    b = model(GraphOps.from_graph(random_graph(4), dtype=DT), x)
     assert torch.equal(a, b)
 
 
@@ -94,7 +94,7 @@ def test_oversmoothing_sgc_collapses_twirls_converges_to_closed_form():
     """Paper Sec. 2.2 / Fig. "Accuracy versus propagation steps": as steps grow, SGC's rows
     (rescaled by D̃^-1/2) become one vector c; TWIRLS-base reaches (I + λL)⁻¹ f and stays there."""
     g = connected_graph(5)
-    ops = GraphOps.from_dgl(g, dtype=DT)
+    ops = GraphOps.from_graph(g, dtype=DT)
     x = features(40, 6)
     inv_root = (ops.deg + 1).rsqrt()[:, None]
 
@@ -121,7 +121,7 @@ def test_oversmoothing_sgc_collapses_twirls_converges_to_closed_form():
 def test_from_config_rejects_unknown_keys(name):
     with pytest.raises(ValueError, match="unknown key 'hiden'"):
         build_model(name, {"hiden": 3}, 5, 2)
-    assert build_model(name, None, 5, 2)(GraphOps.from_dgl(random_graph(0, n=7, m=9)),
+    assert build_model(name, None, 5, 2)(GraphOps.from_graph(random_graph(0, n=7, m=9)),
                                          torch.randn(7, 5)).shape == (7, 2)
 
 
@@ -147,7 +147,7 @@ def test_gat_equals_the_dense_attention_formula():
 
     hidden = torch.nn.functional.elu(layer(model.convs[0], x).flatten(1))
     expected = layer(model.out, hidden).mean(1)
-    assert torch.allclose(model(GraphOps.from_dgl(g, dtype=DT), x), expected, rtol=1e-10,
+    assert torch.allclose(model(GraphOps.from_graph(g, dtype=DT), x), expected, rtol=1e-10,
                           atol=1e-12)
     with pytest.raises(ValueError, match=r"GAT config: attn_dropout must be in \[0, 1\)"):
         build_model("gat", {"attn_dropout": 1.0}, 6, 3)
@@ -169,7 +169,7 @@ def test_graphsage_equals_the_dense_mean_aggregator():
         return h @ conv.fc_self.weight.T + conv.fc_self.bias + mean @ h @ conv.fc_neigh.weight.T
 
     expected = layer(model.convs[1], torch.relu(layer(model.convs[0], x)))
-    assert torch.allclose(model(GraphOps.from_dgl(g, dtype=DT), x), expected, rtol=1e-10,
+    assert torch.allclose(model(GraphOps.from_graph(g, dtype=DT), x), expected, rtol=1e-10,
                           atol=1e-12)
 
 
@@ -179,7 +179,7 @@ def test_h2gcn_two_hop_neighbourhood_on_a_path():
     from twirls.models.baselines.h2gcn import hop_adjacencies
 
     g = undirected_graph(torch.arange(4), torch.arange(1, 5), 5)
-    a1, a2 = hop_adjacencies(GraphOps.from_dgl(g, dtype=DT))
+    a1, a2 = hop_adjacencies(GraphOps.from_graph(g, dtype=DT))
     pairs = {tuple(p) for p in a2.to_dense().nonzero().tolist()}
     assert pairs == {(0, 2), (2, 0), (1, 3), (3, 1), (2, 4), (4, 2)}
     d = torch.tensor([1.0, 1.0, 2.0, 1.0, 1.0], dtype=DT).rsqrt()
@@ -215,7 +215,7 @@ def test_h2gcn_equals_the_dense_formula():
     r1 = torch.cat([a1 @ r0, a2 @ r0], 1)
     r2 = torch.cat([a1 @ r1, a2 @ r1], 1)
     expected = model.classify(torch.cat([r0, r1, r2], 1))
-    out = model(GraphOps.from_dgl(g, dtype=DT), x)
+    out = model(GraphOps.from_graph(g, dtype=DT), x)
     assert torch.allclose(out, expected, rtol=1e-10, atol=1e-12)
     # the hand-written sparse backward (M symmetric) gives the dense formula's gradient
     grads = [torch.autograd.grad(o.square().sum(), model.embed.weight)[0] for o in (out, expected)]

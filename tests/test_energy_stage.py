@@ -35,7 +35,7 @@ def small_graph(seed: int = 0, n: int = 40, m: int = 120) -> tuple[GraphOps, tor
     ``1/τ``, some ``z^(p-2)``, some 0."""
     gen = torch.Generator().manual_seed(seed)
     src, dst = torch.randint(0, n, (m,), generator=gen), torch.randint(0, n, (m,), generator=gen)
-    ops = GraphOps.from_dgl(undirected_graph(src, dst, n), dtype=torch.float64)
+    ops = GraphOps.from_graph(undirected_graph(src, dst, n), dtype=torch.float64)
     return ops, 0.3 * torch.randn(n, 4, dtype=torch.float64, generator=gen)
 
 

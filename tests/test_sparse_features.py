@@ -13,7 +13,7 @@ def graph_and_features(n: int = 30, d: int = 50, seed: int = 0):
     gen = torch.Generator().manual_seed(seed)
     src, dst = torch.randint(0, n, (80,), generator=gen), torch.randint(0, n, (80,), generator=gen)
     x = (torch.rand(n, d, generator=gen) < 0.1).float()
-    return GraphOps.from_dgl(undirected_graph(src, dst, n)), x
+    return GraphOps.from_graph(undirected_graph(src, dst, n)), x
 
 
 def outputs_and_grads(model, ops, x):

@@ -33,7 +33,7 @@ def easy_dataset(seed: int = 0, n: int = 150, classes: int = 3, d: int = 16):
     dst = torch.randint(0, n, (8 * n,), generator=gen)
     same = labels[src] == labels[dst]
     keep = same | (torch.rand(8 * n, generator=gen) < 0.1)
-    ops = GraphOps.from_dgl(undirected_graph(src[keep], dst[keep], n))
+    ops = GraphOps.from_graph(undirected_graph(src[keep], dst[keep], n))
     perm = torch.randperm(n, generator=gen)
     split = Split(perm[:30], perm[30:60], perm[60:])
     return ops, x, labels, split
@@ -141,6 +141,82 @@ def test_train_config_and_device_errors():
     usable, reason = cuda_status()
     assert pick_device("auto").type == ("cuda" if usable else "cpu")
     if not usable:
-        with pytest.raises(RuntimeError, match="'cuda' was requested but .*Set `device: cpu`"):
+        with pytest.raises(RuntimeError, match="'cuda' was requested but .*`device: cpu`"):
             pick_device("cuda")
         assert reason
+
+
+def test_auto_picks_cuda_for_torch_native_models_with_pypi_dgl(monkeypatch, capsys):
+    """A GPU with PyPI's CPU-only DGL: torch-native models go to CUDA, GAT/GraphSAGE stay on the
+    CPU with one line saying why, and an explicit `cuda` for them is one clear error."""
+    from twirls.train import device as dev
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    dev.dgl_cuda_status.cache_clear()
+    try:
+        ok, reason = dev.dgl_cuda_status()  # the real DGL 2.1.0 from PyPI: no CUDA
+        assert not ok and "built without CUDA" in reason
+        assert pick_device("auto") == torch.device("cuda")
+        assert pick_device("auto", needs_dgl=False, who="train@x") == torch.device("cuda")
+        assert capsys.readouterr().err == ""
+        assert pick_device("auto", needs_dgl=True, who="train@texas-gat") == torch.device("cpu")
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "train@texas-gat: runs on the CPU" in err
+        assert "built without CUDA" in err
+        with pytest.raises(RuntimeError, match="train@texas-gat: device 'cuda' was requested"):
+            pick_device("cuda", needs_dgl=True, who="train@texas-gat")
+        assert pick_device("cuda:0") == torch.device("cuda:0")
+    finally:
+        dev.dgl_cuda_status.cache_clear()
+
+
+def test_models_that_need_dgl_are_flagged():
+    from twirls.models import MODELS, requires_dgl
+
+    assert {name for name in MODELS if requires_dgl(name)} == {"gat", "graphsage"}
+    with pytest.raises(KeyError, match="unknown model 'twirlz'"):
+        requires_dgl("twirlz")
+
+
+def test_stage_device_error_is_one_line():
+    from twirls.train.device import stage_device
+
+    with pytest.raises(SystemExit, match="^error: device must be one of"):
+        stage_device("gpu")
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_reading_scores_in_chunks_changes_nothing(multilabel):
+    """On CUDA the loop reads scores every HOST_READ_EVERY epochs; replaying them must select
+    the same epoch, scores, history and early stop as reading every epoch."""
+    n = 40
+    gen = torch.Generator().manual_seed(3)
+    src, dst = torch.randint(0, n, (90,), generator=gen), torch.randint(0, n, (90,), generator=gen)
+    keep = src != dst
+    ops = GraphOps.from_graph(undirected_graph(src[keep], dst[keep], n))
+    x = torch.randn(n, 5, generator=gen)
+    labels = (torch.rand(n, 4, generator=gen) < 0.4).float() if multilabel else torch.arange(n) % 3
+    split = Split(torch.arange(0, 20), torch.arange(20, 30), torch.arange(30, 40))
+    for cfg in (TrainConfig(epochs=23, lr=0.1), TrainConfig(epochs=60, lr=0.2, patience=5)):
+        runs = []
+        for read_every in (1, 7):
+            torch.manual_seed(0)
+            model = _GraphFree(torch.nn.Linear(5, 4 if multilabel else 3))
+            runs.append(train_run(model, ops, x, labels, split, cfg, seed=1,
+                                  read_every=read_every))
+        a, b = runs
+        assert (a.best_epoch, a.train, a.val, a.test, a.extra) == \
+            (b.best_epoch, b.train, b.val, b.test, b.extra)
+        assert a.history == b.history
+    assert len(a.history) < 60  # the patience run stopped early
+
+
+class _GraphFree(torch.nn.Module):
+    """A model with the ``forward(ops, x)`` interface that ignores the graph."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = torch.nn.Sequential(torch.nn.Dropout(0.3), inner)
+
+    def forward(self, ops, x):
+        return self.inner(x)

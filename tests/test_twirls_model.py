@@ -57,9 +57,9 @@ def test_reference_variant_equals_dgl_twirlsconv(case):
                             "placement": "before+middle" if before else "middle"}
     model = TWIRLS.from_config(cfg, 10, 3).eval()
     copy_reference_weights(model, conv)
-    ops = GraphOps.from_dgl(g)
+    ops = GraphOps.from_graph(g)
     with torch.no_grad():
-        expected, out = conv(g, x), model(ops, x)
+        expected, out = conv(g.to_dgl(), x), model(ops, x)
     assert torch.allclose(out, expected, rtol=1e-5, atol=1e-5 * float(expected.abs().max()))
     if attn is not None:  # the attention really changed the result
         cfg["attention"] = None
@@ -77,7 +77,7 @@ def test_truncation_is_active_in_the_attention_cases():
     torch.manual_seed(0)
     model = TWIRLS.from_config({"steps": 8, "lam": 1.0, "alpha": 1.0, "mlp_before": 1,
                                 "hidden": 16, "variant": "reference"}, 10, 3)
-    ops = GraphOps.from_dgl(g)
+    ops = GraphOps.from_graph(g)
     with torch.no_grad():
         spec = PropagationSpec(4, 1.0, 1.0, "reference")
         z_mid = propagate(ops, model.mlp_before(x), spec)
@@ -89,7 +89,7 @@ def test_truncation_is_active_in_the_attention_cases():
 def test_p2_attention_equals_no_attention(variant):
     g = random_graph(2)
     x = torch.randn(g.num_nodes(), 6, generator=torch.Generator().manual_seed(2))
-    ops = GraphOps.from_dgl(g)
+    ops = GraphOps.from_graph(g)
     cfg = {"steps": 6, "lam": 0.8, "alpha": 0.7, "mlp_before": 1, "variant": variant}
     torch.manual_seed(0)
     base = TWIRLS.from_config(cfg, 6, 4)
@@ -102,7 +102,7 @@ def test_p2_attention_equals_no_attention(variant):
 def test_twirls_star_caches_the_propagation_of_x():
     g = random_graph(4)
     x = torch.randn(g.num_nodes(), 8, generator=torch.Generator().manual_seed(4))
-    ops = GraphOps.from_dgl(g)
+    ops = GraphOps.from_graph(g)
     cfg = {"steps": 5, "lam": 2.0, "alpha": 0.4, "mlp_before": 0, "mlp_after": 2,
            "hidden": 16, "normalized": True, "dropout": 0.5}
     model = TWIRLS.from_config(cfg, 8, 3)
@@ -146,7 +146,7 @@ def test_widths_follow_the_reference():
 
 def test_embedding_replaces_missing_features():
     g = random_graph(6)
-    ops = GraphOps.from_dgl(g)
+    ops = GraphOps.from_graph(g)
     cfg = {"steps": 3, "lam": 10, "alpha": "auto", "normalized": True, "embedding": 12}
     model = build_model("twirls", cfg, 0, 7, num_nodes=ops.n)
     assert model.propagation.spec.alpha == pytest.approx(1 / 11)
@@ -163,7 +163,7 @@ def test_embedding_replaces_missing_features():
 def test_gradients_through_attention_are_exact():
     """Backward through attention (SDDMM on the re-weighted matrix) vs finite differences."""
     g = random_graph(7, n=12, m=25)
-    ops = GraphOps.from_dgl(g, dtype=torch.float64)
+    ops = GraphOps.from_graph(g, dtype=torch.float64)
     x = torch.randn(12, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
     for variant in ("paper", "reference"):
         model = TWIRLS.from_config({

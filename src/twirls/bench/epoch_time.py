@@ -67,7 +67,7 @@ def _cases(g: dgl.DGLGraph, x: Tensor, labels: Tensor, train: Tensor,
            configs: list[tuple[str, str, dict[str, Any]]],
            reference: dict[str, Any] | None = None) -> list[tuple[EpochTimer, dict[str, Any]]]:
     """One :class:`EpochTimer` per config (with the config to report), plus DGL's layer."""
-    ops = GraphOps.from_dgl(g)
+    ops = GraphOps.from_graph(g)
     classes = int(labels.max()) + 1
     cases = []
     for label, name, cfg in configs:

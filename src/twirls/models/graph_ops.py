@@ -20,13 +20,33 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-import dgl
 import torch
 from torch import Tensor
 
+if TYPE_CHECKING:
+    import dgl
+
 _SDDMM_CHUNK = 1 << 18  # entries per chunk when computing d(loss)/d(matrix entries)
+DENSE_MAX_NODES = 50_000  # an n x n dense matrix above this is a bug, not a choice (~10 GB)
+
+
+class EdgeList(Protocol):
+    """What :meth:`GraphOps.from_graph` reads: ``twirls.data.graph.Graph`` or a DGL graph."""
+
+    def edges(self) -> tuple[Tensor, Tensor]: ...
+
+    def num_nodes(self) -> int: ...
+
+
+def check_dense_size(n: int, what: str) -> None:
+    """Refuse to build an ``n × n`` dense matrix on a large graph (issue: no dense n×n above
+    ~50k nodes; ogbn-arxiv would need 115 GB)."""
+    if n > DENSE_MAX_NODES:
+        raise ValueError(f"{what}: refusing a dense {n:,} x {n:,} matrix "
+                         f"({4 * n * n / 2**30:.0f} GiB in float32) on a graph above "
+                         f"{DENSE_MAX_NODES:,} nodes; use the sparse (iterative) path instead")
 
 
 class GraphOps:
@@ -42,7 +62,7 @@ class GraphOps:
         dtype, device: of every float tensor built here.
 
     Example:
-        >>> ops = GraphOps.from_dgl(data.graph)
+        >>> ops = GraphOps.from_graph(data.graph)
         >>> gcn = ops.gcn_norm()            # D̃^-1/2 Ã D̃^-1/2, cached
         >>> h = gcn @ x                     # sparse-dense product with a fast backward
     """
@@ -106,14 +126,14 @@ class GraphOps:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_dgl(
+    def from_graph(
         cls,
-        graph: dgl.DGLGraph,
+        graph: EdgeList,
         *,
         device: str | torch.device = "cpu",
         dtype: torch.dtype = torch.float32,
     ) -> GraphOps:
-        """From a symmetric DGL graph without self-loops (``GraphData.graph``)."""
+        """From a symmetric graph without self-loops: ``GraphData.graph`` (or a DGL graph)."""
         src, dst = graph.edges()
         return cls(src, dst, graph.num_nodes(), device=device, dtype=dtype)
 
@@ -147,6 +167,8 @@ class GraphOps:
         entry ``(i, j)`` of ``Ã``'s pattern (``self_loops``) or of ``A``'s."""
 
         def build() -> dgl.DGLGraph:
+            import dgl
+
             src, dst = (self.col, self.row) if self_loops else (self.src, self.dst)
             return dgl.graph((src, dst), num_nodes=self.n, device=self.device)
 
@@ -189,6 +211,7 @@ class GraphOps:
 
     def laplacian_dense(self, edge_weight: Tensor | None = None) -> Tensor:
         """Dense ``L = D - A`` (or ``D_γ - A_γ`` with edge weights); for small graphs/tests."""
+        check_dense_size(self.n, "GraphOps.laplacian_dense")
         w = torch.ones(self.num_edges, dtype=self.dtype, device=self.device) \
             if edge_weight is None else edge_weight
         lap = torch.zeros(self.n, self.n, dtype=w.dtype, device=self.device)
@@ -242,6 +265,7 @@ class SparseMatrix:
         return _SpMM.apply(self.values, y, add, self)
 
     def to_dense(self) -> Tensor:
+        check_dense_size(self.ops.n, "SparseMatrix.to_dense")
         return self.csr.to_dense()
 
 

@@ -148,7 +148,7 @@ def train_f(data: GraphData, cfg: EnergyConfig, device: torch.device
     check(data.features is not None, "energy", f"{data.name} has no node features")
     check(cfg.split in data.splits, "energy",
           f"{data.name} has no split {cfg.split!r}; it has {', '.join(data.splits)}")
-    ops = GraphOps.from_dgl(data.graph, device=device)
+    ops = GraphOps.from_graph(data.graph, device=device)
     x = prepare_features(data.features, {}).to(device)
     set_seed(cfg.seed)
     model = TWIRLS.from_config(cfg.model_cfg, data.num_features, data.num_classes)
@@ -378,7 +378,7 @@ def run(cfg: EnergyConfig, attention: Mapping[str, Any], raw: Path, out: Path,
         plot(result, paths["figure"], title, reason=str(exc))
         return result
     f, model = train_f(data, cfg, device)
-    ops = GraphOps.from_dgl(data.graph, dtype=torch.float64)
+    ops = GraphOps.from_graph(data.graph, dtype=torch.float64)
     result = {"status": "ok", "dataset": name, "split": cfg.split, "num_nodes": ops.n,
               "num_undirected_edges": ops.num_edges // 2,
               "model": {"model_cfg": cfg.model_cfg, "train_cfg": cfg.train_cfg, **model},

@@ -38,8 +38,8 @@ from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.params import load_params
 from twirls.reports.results import Cell, write_cells
-from twirls.train.device import pick_device
-from twirls.train.experiment import cells_for, run_experiment
+from twirls.train.device import stage_device
+from twirls.train.experiment import cells_for, model_needs_dgl, run_experiment
 from twirls.train.loop import RunResult, SeedsResult
 from twirls.train.outputs import write_json
 
@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     exp = params[group][name]
     torch.set_num_threads(int(params["threads"]))
     seeds = int(exp.get("seeds", params["train"]["seeds"]))
-    device = pick_device(params["device"])
+    needs_dgl = "model" in exp and model_needs_dgl(exp, stage)  # defenses are torch-native
+    device = stage_device(params["device"], needs_dgl=needs_dgl, who=stage)
     if group == "robust_attn":
         exp = with_attention(exp, params["attention"])
     else:

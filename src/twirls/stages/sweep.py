@@ -39,8 +39,8 @@ from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.params import load_params
 from twirls.reports.figure_file import save_figure
 from twirls.reports.results import Cell, write_cells
-from twirls.train.device import pick_device
-from twirls.train.experiment import metric_name, run_experiment
+from twirls.train.device import stage_device
+from twirls.train.experiment import metric_name, model_needs_dgl, run_experiment
 from twirls.train.outputs import write_json
 
 METRIC_LABELS = {"accuracy": "accuracy", "micro_f1": "micro F1", "macro_f1": "macro F1"}
@@ -110,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     sweep = params["sweeps"][name]
     torch.set_num_threads(int(params["threads"]))
     seeds = int(sweep.get("seeds", params["train"]["seeds"]))
-    device = pick_device(params["device"])
+    devices = {curve: stage_device(params["device"],
+                                   needs_dgl=model_needs_dgl(spec, f"sweep@{name} {curve}"),
+                                   who=f"sweep@{name} {curve}")
+               for curve, spec in sweep["curves"].items()}
 
     cells: list[Cell] = []
     points: list[dict[str, Any]] = []
@@ -142,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 cfg = {**(spec.get("model_cfg") or {}), **model_point}
                 exp = {**spec, "model_cfg": cfg, "split": split}
-                result = run_experiment(exp, data, seeds, device)
+                result = run_experiment(exp, data, seeds, devices[curve])
                 mean, std = 100 * result.mean(), 100 * result.std()
                 print(f"{name} {curve} {point}: {result}")
                 scores = {metric: (mean, std)}

@@ -34,10 +34,10 @@ import torch
 from tqdm import tqdm
 
 from twirls.data.registry import DatasetUnavailable, load_dataset
-from twirls.models import GraphOps, build_model
+from twirls.models import GraphOps, build_model, requires_dgl
 from twirls.params import load_params
 from twirls.reports.results import Cell, write_cells
-from twirls.train.device import pick_device
+from twirls.train.device import stage_device
 from twirls.train.outputs import write_json
 from twirls.train.timing import EpochTimer, random_task, time_round_robin
 
@@ -70,32 +70,39 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     params = load_params("timing")
     cfg = params["timing"]
-    device = pick_device(params["device"])
     threads = int(cfg.get("threads") or 0)
     torch.set_num_threads(threads if threads > 0 else max(1, os.cpu_count() or 1))
 
-    g, x, labels, train, graph_desc = timing_graph(cfg, args.raw)
-    ops = GraphOps.from_dgl(g, device=device)
-    x, labels, train = x.to(device), labels.to(device), train.to(device)
-    num_classes = int(labels.max()) + 1
-    timers = []
+    g, x_cpu, labels_cpu, train_cpu, graph_desc = timing_graph(cfg, args.raw)
+    on_device: dict[torch.device, tuple] = {}  # the graph and tensors, once per device used
+    timers, devices = [], {}
     for label, spec in cfg["models"].items():
+        try:
+            needs_dgl = requires_dgl(spec["model"])
+        except KeyError as exc:
+            raise SystemExit(f"timing.models.{label}: {exc.args[0]}") from None
+        device = stage_device(params["device"], needs_dgl=needs_dgl, who=f"timing {label}")
+        if device not in on_device:
+            on_device[device] = (GraphOps.from_graph(g, device=device), x_cpu.to(device),
+                                 labels_cpu.to(device), train_cpu.to(device))
+        ops, x, labels, train = on_device[device]
         torch.manual_seed(0)
         try:
-            model = build_model(spec["model"], spec.get("model_cfg"), x.shape[1], num_classes,
-                                num_nodes=g.num_nodes()).to(device)
+            model = build_model(spec["model"], spec.get("model_cfg"), x.shape[1],
+                                int(labels_cpu.max()) + 1, num_nodes=g.num_nodes()).to(device)
         except (KeyError, ValueError) as exc:
             raise SystemExit(f"timing.models.{label}: {exc}") from None
-        timers.append(EpochTimer(label, model, lambda m=model: m(ops, x), labels, train,
-                                 lr=float(cfg.get("lr", 0.01)), weight_decay=0.0))
+        timers.append(EpochTimer(label, model, lambda m=model, o=ops, h=x: m(o, h), labels,
+                                 train, lr=float(cfg.get("lr", 0.01)), weight_decay=0.0))
+        devices[label] = str(device)
     epochs, warmup = int(cfg["epochs"]), int(cfg.get("warmup", 2))
     with tqdm(total=epochs + max(3, epochs // 3), desc="timing rounds", file=sys.stderr) as bar:
         time_round_robin(timers, epochs, warmup=warmup, progress=lambda _: bar.update())
 
     threads = torch.get_num_threads()
-    note = f"{graph_desc}; {device} ({threads} threads); median over epochs"
     cells, summaries = [], []
     for timer in timers:
+        note = f"{graph_desc}; {devices[timer.name]} ({threads} threads); median over epochs"
         s = timer.summary()
         summaries.append(s)
         print(f"{timer.name}: train {s['train_seconds_median']:.3f} s, "
@@ -107,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
                           None, 1, note=note))
     write_cells(args.out / "results" / "timing" / "running-time.json", cells)
     write_json(args.out / "metrics" / "timing.json",
-               {"graph": graph_desc, "device": str(device), "threads": threads,
+               {"graph": graph_desc, "device": ", ".join(sorted(set(devices.values()))),
+                "devices": devices, "threads": threads,
                 "epochs": epochs, "warmup": warmup, "models": summaries})
     return 0
 

@@ -28,8 +28,8 @@ import torch
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.params import load_params
 from twirls.reports.results import write_cells
-from twirls.train.device import pick_device
-from twirls.train.experiment import cells_for, metric_name, run_experiment
+from twirls.train.device import stage_device
+from twirls.train.experiment import cells_for, metric_name, model_needs_dgl, run_experiment
 from twirls.train.outputs import write_history, write_json
 
 
@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     params = load_params(f"train@{name}")
     exp = params["experiments"][name]
     seeds = int(exp.get("seeds", params["train"]["seeds"]))
-    device = pick_device(params["device"])
+    device = stage_device(params["device"], needs_dgl=model_needs_dgl(exp, name),
+                          who=f"train@{name}")
     torch.set_num_threads(int(params["threads"]))
 
     result, reason = None, ""

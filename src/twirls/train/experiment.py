@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from twirls.data.graph import GraphData
-from twirls.models import MODELS, GraphOps, build_model
+from twirls.models import MODELS, GraphOps, build_model, requires_dgl
 from twirls.reports.results import Cell
 from twirls.train.loop import SeedsResult, TrainConfig, run_seeds
 
@@ -43,6 +43,15 @@ def prepare_features(features: torch.Tensor, exp: dict[str, Any]) -> torch.Tenso
     return features / features.sum(1, keepdim=True).clamp(min=1e-12)
 
 
+def model_needs_dgl(exp: dict[str, Any], where: str) -> bool:
+    """Whether the experiment's model runs on DGL's layers (see ``train.device``); an unknown
+    model name is one clear line naming the entry."""
+    try:
+        return requires_dgl(exp["model"])
+    except KeyError as exc:
+        raise SystemExit(f"error: {where}: {exc.args[0]}") from None
+
+
 def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
                    progress: bool = True) -> SeedsResult:
     """Every seed on every selected split of ``data``; one :class:`SeedsResult` over all runs.
@@ -52,7 +61,7 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
     if missing:
         raise SystemExit(f"experiment on {data.name}: no split {missing[0]!r}; "
                          f"the dataset has {', '.join(data.splits)}")
-    ops = GraphOps.from_dgl(data.graph, device=device)
+    ops = GraphOps.from_graph(data.graph, device=device)
     x = None if data.features is None else prepare_features(data.features, exp).to(device)
     if x is not None and getattr(MODELS[exp["model"]], "accepts_sparse", False):
         if (x != 0).float().mean() < SPARSE_BELOW:

@@ -8,9 +8,12 @@ from torch import Tensor
 
 def accuracy(logits: Tensor, labels: Tensor) -> float:
     """Fraction of rows whose arg-max equals the label (``nan`` for no rows)."""
-    if labels.numel() == 0:
-        return float("nan")
-    return float((logits.argmax(-1) == labels).float().mean())
+    return float(accuracy_tensor(logits, labels))
+
+
+def accuracy_tensor(logits: Tensor, labels: Tensor) -> Tensor:
+    """:func:`accuracy` as a 0-d float32 tensor on the logits' device (no host read)."""
+    return (logits.argmax(-1) == labels).float().mean()  # mean of no rows is nan
 
 
 def multilabel_f1(logits: Tensor, labels: Tensor) -> tuple[float, float]:
@@ -18,8 +21,14 @@ def multilabel_f1(logits: Tensor, labels: Tensor) -> tuple[float, float]:
     classes where ``k`` is its number of true labels (IGNN's ``Evaluation``, used by the paper's
     Amazon experiment). Classes with no true and no predicted label score 0 in the macro mean, as
     in scikit-learn's default."""
+    micro, macro = multilabel_f1_tensor(logits, labels).tolist()
+    return micro, macro
+
+
+def multilabel_f1_tensor(logits: Tensor, labels: Tensor) -> Tensor:
+    """:func:`multilabel_f1` as a float64 tensor ``[micro, macro]`` on the logits' device."""
     if labels.numel() == 0:
-        return float("nan"), float("nan")
+        return torch.full((2,), float("nan"), dtype=torch.float64, device=logits.device)
     truth = labels > 0.5
     k = truth.sum(-1, keepdim=True)
     rank = logits.argsort(-1, descending=True).argsort(-1)
@@ -28,7 +37,8 @@ def multilabel_f1(logits: Tensor, labels: Tensor) -> tuple[float, float]:
     fp = (pred & ~truth).sum(0).double()
     fn = (~pred & truth).sum(0).double()
     micro_den = 2 * tp.sum() + fp.sum() + fn.sum()
-    micro = float(2 * tp.sum() / micro_den) if micro_den > 0 else 0.0
+    micro = torch.where(micro_den > 0, 2 * tp.sum() / micro_den.clamp(min=1),
+                        torch.zeros_like(micro_den))
     den = 2 * tp + fp + fn
     per_class = torch.where(den > 0, 2 * tp / den.clamp(min=1), torch.zeros_like(den))
-    return micro, float(per_class.mean())
+    return torch.stack([micro, per_class.mean()])

@@ -14,18 +14,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import dgl
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from twirls.data.graph import undirected_graph
+from twirls.data.graph import Graph, undirected_graph
 
 #: ogbn-arxiv's sizes (paper Table 5; OGB's time split has 90,941 training nodes).
 ARXIV = {"nodes": 169_343, "edges": 1_166_243, "features": 128, "classes": 40, "train": 90_941}
 
 
-def random_graph(nodes: int, edges: int, seed: int = 0) -> dgl.DGLGraph:
+def random_graph(nodes: int, edges: int, seed: int = 0) -> Graph:
     """A uniformly random simple undirected graph with exactly ``edges`` edges."""
     gen = torch.Generator().manual_seed(seed)
     want = int(edges * 1.02) + 100
@@ -39,7 +38,7 @@ def random_graph(nodes: int, edges: int, seed: int = 0) -> dgl.DGLGraph:
 
 
 def random_task(nodes: int, edges: int, features: int, classes: int, train: int,
-                seed: int = 2) -> tuple[dgl.DGLGraph, Tensor, Tensor, Tensor]:
+                seed: int = 2) -> tuple[Graph, Tensor, Tensor, Tensor]:
     """``(graph, features, labels, train_idx)``, all random, with the given sizes."""
     gen = torch.Generator().manual_seed(seed)
     g = random_graph(nodes, edges, seed=seed)
@@ -48,7 +47,7 @@ def random_task(nodes: int, edges: int, features: int, classes: int, train: int,
     return g, x, labels, torch.randperm(nodes, generator=gen)[:train]
 
 
-def arxiv_sized(seed: int = 2) -> tuple[dgl.DGLGraph, Tensor, Tensor, Tensor]:
+def arxiv_sized(seed: int = 2) -> tuple[Graph, Tensor, Tensor, Tensor]:
     """:func:`random_task` with ogbn-arxiv's sizes."""
     return random_task(**ARXIV, seed=seed)
 
@@ -76,20 +75,29 @@ class EpochTimer:
         self.train_s: list[float] = []
         self.test_s: list[float] = []
 
+    def _sync(self) -> None:
+        """Wait for queued CUDA kernels, so that a time covers the work and not its launch."""
+        if self.labels.is_cuda:
+            torch.cuda.synchronize(self.labels.device)
+
     def train_epoch(self) -> float:
+        self._sync()
         start = time.perf_counter()
         self.model.train()
         self.optimizer.zero_grad()
         loss = F.cross_entropy(self.forward()[self.train], self.labels[self.train])
         loss.backward()
         self.optimizer.step()
+        self._sync()
         return time.perf_counter() - start
 
     def test_epoch(self) -> float:
+        self._sync()
         start = time.perf_counter()
         self.model.eval()
         with torch.no_grad():
             self.forward()
+        self._sync()
         return time.perf_counter() - start
 
     def summary(self) -> dict[str, Any]:

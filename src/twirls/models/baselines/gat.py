@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dgl.nn import GATConv
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from twirls.compat import import_dgl_nn
 from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import is_sparse, norm_layers
@@ -40,6 +40,8 @@ class GAT(nn.Module):
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
+    requires_dgl = True  # DGL's GATConv kernels: CUDA only with a CUDA build of DGL
+
     def __init__(self, in_dim: int, out_dim: int, *, layers: int = 2, hidden: int = 8,
                  heads: int = 8, out_heads: int = 1, dropout: float = 0.6,
                  attn_dropout: float = 0.6, negative_slope: float = 0.2,
@@ -50,6 +52,7 @@ class GAT(nn.Module):
         check(heads >= 1 and out_heads >= 1, "GAT",
               f"heads and out_heads must be >= 1, got {heads} and {out_heads}")
         check_rates("GAT", dropout=dropout, attn_dropout=attn_dropout)
+        GATConv = import_dgl_nn("GAT").GATConv
         widths = [in_dim] + [hidden * heads] * (layers - 1)
         self.convs = nn.ModuleList(
             GATConv(w, hidden, heads, feat_drop=dropout, attn_drop=attn_dropout,

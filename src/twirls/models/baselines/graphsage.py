@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dgl.nn import SAGEConv
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from twirls.compat import import_dgl_nn
 from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import is_sparse
@@ -33,12 +33,15 @@ class GraphSAGE(nn.Module):
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
+    requires_dgl = True  # DGL's SAGEConv kernels: CUDA only with a CUDA build of DGL
+
     def __init__(self, in_dim: int, out_dim: int, *, layers: int = 2, hidden: int = 64,
                  dropout: float = 0.5) -> None:
         super().__init__()
         check(isinstance(layers, int) and layers >= 1, "GraphSAGE",
               f"layers must be an integer >= 1, got {layers!r}")
         check_rates("GraphSAGE", dropout=dropout)
+        SAGEConv = import_dgl_nn("GraphSAGE").SAGEConv
         widths = [in_dim] + [hidden] * (layers - 1) + [out_dim]
         self.convs = nn.ModuleList(SAGEConv(a, b, "mean", feat_drop=dropout)
                                    for a, b in zip(widths[:-1], widths[1:], strict=True))
