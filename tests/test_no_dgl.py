@@ -58,8 +58,8 @@ SCRIPT = BLOCK_DGL + textwrap.dedent("""
     cfg = TrainConfig(epochs=5, lr=0.05)
     scores = {}
     for name, model_cfg in [
-        ("twirls", {"steps": 4, "lam": 1.0, "alpha": 1.0, "attention": {"p": 0.5, "tau": 1.0, "T": 2.0,
-                                              "placement": "middle"}}),
+        ("twirls", {"steps": 4, "lam": 1.0, "alpha": 1.0,
+                    "attention": {"p": 0.5, "tau": 1.0, "T": 2.0, "placement": "middle"}}),
         ("gcn", {}),
     ]:
         model = build_model(name, model_cfg, 8, 3, num_nodes=n)
