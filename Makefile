@@ -28,3 +28,44 @@ bench: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# The same torch-native core on a current stack without DGL (Python 3.12, torch >= 2.4, numpy 2):
+#   make test-current - create .venv-current if missing, install requirements-current.txt, run
+#                       ruff and the tests; those that need DGL skip, each saying why (-rs)
+PYTHON312 ?= python3.12
+VENV_CURRENT := .venv-current
+BIN_CURRENT := $(VENV_CURRENT)/bin
+STAMP_CURRENT := $(VENV_CURRENT)/.installed
+
+.PHONY: test-current clean-venv-current
+
+$(STAMP_CURRENT): requirements-current.txt pyproject.toml
+	test -x $(BIN_CURRENT)/python || $(PYTHON312) -m venv $(VENV_CURRENT)
+	$(BIN_CURRENT)/pip install --quiet --upgrade pip
+	$(BIN_CURRENT)/pip install --quiet -r requirements-current.txt
+	$(BIN_CURRENT)/pip install --quiet --no-deps -e .
+	touch $(STAMP_CURRENT)
+
+test-current: $(STAMP_CURRENT)
+	DVC_NO_ANALYTICS=1 $(BIN_CURRENT)/ruff check src tests
+	DVC_NO_ANALYTICS=1 $(BIN_CURRENT)/python -m pytest -q -n 2 --dist loadfile --durations=15 -rs
+
+clean-venv-current:
+	rm -rf $(VENV_CURRENT)
+
+# Full-size rehearsal (synthetic files of Pubmed, ogbn-arxiv, Amazon, PKU at Table 5's sizes) of
+# every stage that reads them, 1 and 2 epochs each: reports/benchmarks/rehearsal.json (~40 min).
+.PHONY: rehearsal
+rehearsal: $(STAMP)
+	DVC_NO_ANALYTICS=1 OUTDATED_IGNORE=1 $(BIN)/python -m twirls.rehearsal.run
+
+# On a GPU machine (CUDA checks skip, each saying why, without one). GPU_PYTHON: an interpreter
+# with this package's needs, e.g. `make test-gpu GPU_PYTHON=python3` on a machine's own stack.
+GPU_PYTHON ?= $(BIN)/python
+.PHONY: test-gpu bench-gpu
+
+test-gpu:  # every model family on CUDA vs the CPU, fast Mettack flips, peak GPU memory per test
+	PYTHONPATH=src GPU_REPORT=reports/benchmarks/gpu-tests.json $(GPU_PYTHON) -m pytest -m gpu -rs -q tests/test_gpu.py
+
+bench-gpu:  # reports/benchmarks/gpu.json: Table 11's models per epoch on the GPU, Mettack per flip
+	PYTHONPATH=src $(GPU_PYTHON) -m twirls.bench.gpu --device cuda --out reports/benchmarks/gpu.json

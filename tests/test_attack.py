@@ -20,9 +20,11 @@ from twirls.attack import deeprobust_ref
 from twirls.attack import surrogate as sur
 from twirls.attack.io import AttackedGraph, load_attacked, save_attacked
 from twirls.attack.metattack import Metattack, first_argmax
-from twirls.attack.normalize import normalize
+from twirls.attack.normalize import normalize, to_torch
 from twirls.compat import import_deeprobust
 from twirls.stages import attack as stage
+
+from requires import needs_deeprobust, require
 
 N_FLIPS = 20
 
@@ -66,27 +68,36 @@ def graph():
 
 
 @pytest.fixture(scope="module")
-def both(graph):
-    """DeepRobust's and our attack, N_FLIPS flips each from the same random state."""
+def fast_attack(graph):
+    """Our attack, N_FLIPS flips from ``torch.manual_seed(3)``."""
     adj, x, y, train, unlabeled, targets = graph
     torch.manual_seed(3)
-    state = torch.get_rng_state()
-    ref = deeprobust_ref.run_metattack(adj, x, y, train, unlabeled, N_FLIPS, targets)
-    torch.set_rng_state(state)
     fast = Metattack(adj, x, y, train, unlabeled, targets)
     attacked = fast.attack(N_FLIPS, progress=False)
-    return ref, fast, attacked
+    return fast, attacked
 
 
+@pytest.fixture(scope="module")
+def both(graph, fast_attack):
+    """DeepRobust's and our attack, N_FLIPS flips each from the same random state."""
+    require("deeprobust")
+    adj, x, y, train, unlabeled, targets = graph
+    torch.manual_seed(3)
+    ref = deeprobust_ref.run_metattack(adj, x, y, train, unlabeled, N_FLIPS, targets)
+    return ref, *fast_attack
+
+
+@needs_deeprobust
 def test_first_flips_identical_to_deeprobust(both):
     ref, fast, attacked = both
     assert fast.flips == ref.flips
     assert abs(attacked - ref.adj).sum() == 0
 
 
-def test_attacked_graph_is_symmetric_without_singletons_and_has_exact_flip_count(graph, both):
+def test_attacked_graph_is_symmetric_without_singletons_and_has_exact_flip_count(graph,
+                                                                                 fast_attack):
     adj = graph[0]
-    _, fast, attacked = both
+    fast, attacked = fast_attack
     assert abs(attacked - attacked.T).sum() == 0
     assert attacked.diagonal().sum() == 0
     assert np.asarray(attacked.sum(1)).min() >= 1
@@ -94,6 +105,7 @@ def test_attacked_graph_is_symmetric_without_singletons_and_has_exact_flip_count
     assert all(i < j for i, j in fast.flips)
 
 
+@needs_deeprobust
 def test_surrogate_accuracy_after_attack_matches_deeprobust(graph, both):
     adj, x, y, train, unlabeled, _ = graph
     ref, _, attacked = both
@@ -116,7 +128,8 @@ def _dense_meta_gradient(adj, x, y, train, unlabeled, targets, flips, w1, w2, la
     n = adj.shape[0]
     changes = torch.zeros(n, n, dtype=torch.float64)
     for i, j in flips:
-        changes[i, j] = changes[j, i] = 1.0 - 2.0 * adj[i, j]
+        # float(): under numpy 2 this is a numpy.float32, which torch will not assign
+        changes[i, j] = changes[j, i] = float(1.0 - 2.0 * adj[i, j])
     changes.requires_grad_(True)
     square = changes - torch.diag(torch.diag(changes))
     a = torch.clamp(square + square.T, -1, 1) + torch.tensor(adj.toarray(), dtype=torch.float64)
@@ -161,6 +174,7 @@ def test_meta_gradient_equals_dense_autograd_oracle(graph, lambda_):
     assert torch.equal(ours, ours.T)
 
 
+@needs_deeprobust
 def test_normalization_is_bitwise_deeprobusts(graph):
     adj = graph[0]
     utils = import_deeprobust("graph.utils")
@@ -169,6 +183,7 @@ def test_normalization_is_bitwise_deeprobusts(graph):
     assert torch.equal(ours, theirs)
 
 
+@needs_deeprobust
 def test_surrogate_consumes_the_random_stream_like_deeprobust(graph):
     adj, x, y, train, _, _ = graph
     gcn = import_deeprobust("graph.defense").GCN
@@ -183,6 +198,7 @@ def test_surrogate_consumes_the_random_stream_like_deeprobust(graph):
     assert (ours.argmax(1) == model.output.argmax(1)).float().mean() >= 0.99
 
 
+@needs_deeprobust
 def test_validation_selected_gcn_matches_deeprobusts(graph):
     adj, x, y, train, unlabeled, _ = graph
     val = unlabeled[:30]
@@ -200,6 +216,7 @@ def test_validation_selected_gcn_matches_deeprobusts(graph):
     assert (final.argmax(1) != ours.argmax(1)).any()  # an early epoch was selected
 
 
+@needs_deeprobust
 def test_seeded_pipeline_reproduces_deeprobusts_example(graph):
     adj, x, y, train, unlabeled, _ = graph
     ref, their_targets = deeprobust_ref.run_example(adj, x, y, train, unlabeled, 5, seed=15)
@@ -246,6 +263,91 @@ def test_first_argmax_is_torch_argmax_with_ties():
         assert i * 9 + j == int(torch.argmax(m))
 
 
+def test_torch_engine_makes_the_default_engines_flips(graph):
+    """The device path (every product in torch, as on a GPU) run on the CPU: the same flips as
+    the default scipy engine from the same random state, consuming the same random stream."""
+    adj, x, y, train, unlabeled, targets = graph
+    torch.manual_seed(3)
+    state = torch.get_rng_state()
+    default = Metattack(adj, x, y, train, unlabeled, targets)
+    default.attack(N_FLIPS, progress=False)
+    after = torch.get_rng_state()
+    torch.set_rng_state(state)
+    on_device = Metattack(adj, x, y, train, unlabeled, targets, device="cpu", engine="torch")
+    attacked = on_device.attack(N_FLIPS, progress=False)
+    assert (default.engine, on_device.engine) == ("scipy", "torch")
+    assert on_device.flips == default.flips
+    assert torch.equal(torch.get_rng_state(), after)
+    assert abs(attacked - default.modified_adj()).sum() == 0
+
+
+@pytest.mark.parametrize("lambda_", [0.0, 0.5])
+def test_torch_engine_meta_gradient_equals_the_default(graph, lambda_):
+    adj, x, y, train, unlabeled, targets = graph
+    grads = []
+    for engine in ("scipy", "torch"):
+        attack = Metattack(adj, x, y, train, unlabeled, targets, lambda_=lambda_, engine=engine)
+        for i, j in [(0, 1), (int(adj[2].indices[0]), 2)]:
+            attack._toggle(i, j)
+        torch.manual_seed(5)
+        grads.append(attack.meta_gradient().clone())
+    default, torch_engine = grads
+    scale = float(default.abs().max())
+    assert scale > 1e-3
+    assert torch.allclose(torch_engine, default, rtol=0, atol=1e-5 * scale)
+    assert torch.equal(torch_engine, torch_engine.T)
+
+
+def test_torch_engine_reuses_its_buffer_and_resumes_from_a_checkpoint(graph, tmp_path):
+    adj, x, y, train, unlabeled, targets = graph
+    torch.manual_seed(0)
+    whole = Metattack(adj, x, y, train, unlabeled, targets, engine="torch")
+    buffer = whole._scores.data_ptr()
+    whole.attack(4, progress=False)
+    assert whole._scores.data_ptr() == buffer
+    ckpt = tmp_path / "ckpt.npz"
+    torch.manual_seed(0)
+    Metattack(adj, x, y, train, unlabeled, targets, engine="torch").attack(
+        2, progress=False, checkpoint=ckpt)
+    resumed = Metattack(adj, x, y, train, unlabeled, targets, engine="torch")
+    resumed.attack(4, progress=False, checkpoint=ckpt)
+    assert resumed.flips == whole.flips
+
+
+def test_engine_and_device_are_checked(graph):
+    adj, x, y, train, unlabeled, targets = graph
+    assert Metattack(adj, x, y, train, unlabeled, targets, device="cpu").engine == "scipy"
+    with pytest.raises(ValueError, match="engine must be one of"):
+        Metattack(adj, x, y, train, unlabeled, targets, engine="numpy")
+    with pytest.raises(ValueError, match="CPU only"):
+        Metattack(adj, x, y, train, unlabeled, targets, device="cuda", engine="scipy")
+
+
+def test_first_argmax_takes_the_first_of_tied_maxima_and_rejects_nan():
+    m = torch.zeros(4, 5)
+    m[3, 0] = m[1, 4] = m[2, 3] = 1.0
+    assert first_argmax(m) == (1, 4)
+    m[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        first_argmax(m)
+
+
+def test_normalized_adjacency_on_a_device_has_the_same_entries(graph):
+    norm = normalize(graph[0])
+    dev = norm.to("cpu")
+    assert dev.matrix.layout == torch.sparse_csr
+    assert torch.equal(dev.matrix.to_dense(), torch.from_numpy(norm.matrix.toarray()))
+    assert torch.equal(dev.d, norm.d) and torch.equal(dev.s, norm.s)
+    assert dev.row.tolist() == norm.row.tolist() and dev.col.tolist() == norm.col.tolist()
+    unsorted = sp.csr_matrix((np.array([1.0, 2.0, 3.0], np.float32), np.array([2, 0, 1]),
+                              np.array([0, 2, 3])), shape=(2, 3))
+    assert not unsorted.has_sorted_indices
+    assert to_torch(unsorted).col_indices().tolist() == [2, 0, 1]  # default: scipy's order
+    moved = to_torch(unsorted, device="cpu")  # on a device: sorted within rows, same matrix
+    assert moved.col_indices().tolist() == [0, 2, 1]
+    assert torch.equal(moved.to_dense(), torch.from_numpy(unsorted.toarray()))
+
+
 def test_bad_inputs_give_one_clear_error(graph):
     adj, x, y, train, unlabeled, targets = graph
     with pytest.raises(ValueError, match="symmetric"):
@@ -256,6 +358,7 @@ def test_bad_inputs_give_one_clear_error(graph):
         Metattack(adj, x, y, train, unlabeled, targets, lambda_=2.0)
 
 
+@needs_deeprobust
 def test_compat_shim_is_needed_and_works():
     assert hasattr(import_deeprobust("graph.global_attack"), "Metattack")
     direct = subprocess.run([sys.executable, "-c", "import deeprobust.graph.global_attack"],
@@ -295,7 +398,8 @@ def _raw_folder(tmp_path, graph):
     return raw
 
 
-@pytest.mark.parametrize("implementation", ["fast", "deeprobust", "prognn"])
+@pytest.mark.parametrize("implementation", [
+    "fast", pytest.param("deeprobust", marks=needs_deeprobust), "prognn"])
 def test_stage_writes_a_valid_attacked_graph(tmp_path, graph, implementation):
     raw = _raw_folder(tmp_path, graph)
     out = tmp_path / "attacked" / "nettack-cora.npz"

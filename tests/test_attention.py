@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import math
 
-import dgl
 import pytest
 import torch
-from dgl.nn.pytorch.conv.twirlsconv import Attention as ReferenceAttention
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +16,8 @@ from twirls.models.attention import (
     cosine_score,
 )
 
+from requires import needs
+
 DT = torch.float64  # every tensor below is float64
 
 
@@ -25,6 +25,9 @@ def reference_weights(z2: torch.Tensor, p: float, tau: float, T: float) -> torch
     """The authors' weights (DGL's TWIRLSConv ``Attention.reweighting``) for distances ``z2``.
 
     It computes ``relu(w) + 1e-7`` of the distances it is given, so we pass ``z2 - 1e-7``."""
+    import dgl
+    from dgl.nn.pytorch.conv.twirlsconv import Attention as ReferenceAttention
+
     n = z2.numel()
     g = dgl.graph((torch.arange(n), torch.arange(n)), num_nodes=n)
     g.edata["w"] = z2 - 1e-7
@@ -40,6 +43,7 @@ def reference_weights(z2: torch.Tensor, p: float, tau: float, T: float) -> torch
     (1.5, 0.5, 0.5),       # T = tau: pure truncation
     (0.5, 0.3, 4.0),
 ])
+@needs("dgl", "oracle: the attention of dgl.nn.TWIRLSConv, the authors' code")
 def test_score_equals_reference_code_on_same_distances(p, tau, T):
     """Our reading of τ, T (thresholds on z^(2-p), i.e. τ̄ = τ^(1/(2-p))) is the authors' code."""
     rho = TruncatedLp(p, tau, T)

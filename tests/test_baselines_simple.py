@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import dgl
 import pytest
 import torch
-from dgl.nn import APPNPConv, GraphConv
 
 from twirls.data.graph import undirected_graph
 from twirls.models import APPNP, GCN, MLP, SGC, GraphOps, build_model
 from twirls.models.baselines.sgc import sgc_features
 from twirls.models.energy import closed_form
 from twirls.models.propagation import PropagationSpec, iterates
+
+from requires import needs
 
 DT = torch.float64
 
@@ -35,7 +35,11 @@ def features(n: int, d: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(n, d, dtype=DT, generator=torch.Generator().manual_seed(seed))
 
 
+@needs("dgl", "oracle: dgl.nn.GraphConv")
 def test_gcn_equals_dgl_graphconv_stack():
+    import dgl
+    from dgl.nn import GraphConv
+
     g = random_graph(0)
     x = features(40, 12)
     torch.manual_seed(0)
@@ -69,7 +73,11 @@ def test_sgc_propagates_k_times_once_and_caches():
     assert model.lin.weight.grad is not None
 
 
+@needs("dgl", "oracle: dgl.nn.APPNPConv")
 def test_appnp_equals_dgl_appnpconv():
+    import dgl
+    from dgl.nn import APPNPConv
+
     g = random_graph(2)
     x = features(40, 5).float()  # DGL's APPNPConv only runs in float32
     torch.manual_seed(0)
@@ -125,6 +133,7 @@ def test_from_config_rejects_unknown_keys(name):
                                          torch.randn(7, 5)).shape == (7, 2)
 
 
+@needs("dgl", "GAT runs on dgl.nn.GATConv")
 def test_gat_equals_the_dense_attention_formula():
     """GAT eqs. 1-6 written densely: per head, softmax over ``N(i) ∪ {i}`` of
     ``LeakyReLU(a_r·Wh_i + a_l·Wh_j)``; hidden heads concatenated (ELU), output heads averaged."""
@@ -153,6 +162,7 @@ def test_gat_equals_the_dense_attention_formula():
         build_model("gat", {"attn_dropout": 1.0}, 6, 3)
 
 
+@needs("dgl", "GraphSAGE runs on dgl.nn.SAGEConv")
 def test_graphsage_equals_the_dense_mean_aggregator():
     """``h_i' = W_self h_i + W_neigh mean_{j ∈ N(i)} h_j + b``, ReLU between layers; a node
     without neighbours aggregates zeros."""

@@ -29,6 +29,8 @@ from twirls.defenses import fit_evaluate, fit_predict
 from twirls.defenses.common import seeded
 from twirls.defenses.gnnguard import GuardedGCNConv, edge_lists, guard_weights
 
+from requires import needs_deeprobust
+
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = Path(os.environ.get("TWIRLS_DATA_MIRROR", REPO.parent / "shared" / "datasets"))
 #: Pro-GNN's 20% Cora graph, k = 15: the node whose low-rank degree is negative (see the
@@ -69,27 +71,28 @@ def edge_set(adj: sp.spmatrix) -> set[tuple[int, int]]:
 
 
 # --------------------------------------------------------------------------- GCN
+@needs_deeprobust
 def test_gcn_on_clean_cora_is_sane(cora):
     acc = fit_predict("gcn", cora.meta["adj"], cora.meta["features_sparse"], cora.labels,
                       cora.splits["seed15"], seed=0)
     assert acc >= 0.78  # Kipf GCN on the Nettack LCC split: ~0.83 in the literature
 
 
-def test_runs_are_deterministic_per_seed_and_leave_global_rngs_alone(cora):
+@pytest.mark.parametrize("name", [pytest.param("gcn", marks=needs_deeprobust), "gnnguard"])
+def test_runs_are_deterministic_per_seed_and_leave_global_rngs_alone(cora, name):
     args = (cora.meta["attacked"], cora.meta["features_sparse"], cora.labels,
             cora.splits["prognn"])
-    for name in ("gcn", "gnnguard"):
-        random.seed(7)
-        np.random.seed(7)
-        torch.manual_seed(7)
-        first = fit_evaluate(name, *args, seed=3, epochs=20)
-        after = (random.random(), np.random.rand(), torch.rand(1).item())
-        second = fit_evaluate(name, *args, seed=3, epochs=20)
-        assert (first.test_acc, first.val_acc) == (second.test_acc, second.val_acc)
-        random.seed(7)
-        np.random.seed(7)
-        torch.manual_seed(7)
-        assert after == (random.random(), np.random.rand(), torch.rand(1).item())
+    random.seed(7)
+    np.random.seed(7)
+    torch.manual_seed(7)
+    first = fit_evaluate(name, *args, seed=3, epochs=20)
+    after = (random.random(), np.random.rand(), torch.rand(1).item())
+    second = fit_evaluate(name, *args, seed=3, epochs=20)
+    assert (first.test_acc, first.val_acc) == (second.test_acc, second.val_acc)
+    random.seed(7)
+    np.random.seed(7)
+    torch.manual_seed(7)
+    assert after == (random.random(), np.random.rand(), torch.rand(1).item())
 
 
 def test_seeded_fixes_all_generators():
@@ -103,6 +106,7 @@ def test_seeded_fixes_all_generators():
 
 
 # --------------------------------------------------------------------------- GCN-Jaccard
+@needs_deeprobust
 @pytest.mark.parametrize("threshold", [0.01, 0.05])
 def test_jaccard_removes_exactly_the_edges_below_threshold(cora, threshold):
     adj, features = cora.meta["attacked"], cora.meta["features_sparse"]
@@ -122,6 +126,7 @@ def test_jaccard_removes_exactly_the_edges_below_threshold(cora, threshold):
 
 
 # --------------------------------------------------------------------------- GCN-SVD
+@needs_deeprobust
 def test_low_rank_adjacency_is_deeprobusts_truncated_svd(cora, low_rank_15):
     model = import_deeprobust("graph.defense").GCNSVD(nfeat=2, nhid=2, nclass=2)
     with drm._quiet():
@@ -131,6 +136,7 @@ def test_low_rank_adjacency_is_deeprobusts_truncated_svd(cora, low_rank_15):
     assert np.array_equal(low_rank_15, again)
 
 
+@needs_deeprobust
 def test_collapse_cause_negative_low_rank_degree_makes_deeprobust_normalisation_nan(
         cora, low_rank_15):
     utils = import_deeprobust("graph.utils")
@@ -148,6 +154,7 @@ def test_collapse_cause_negative_low_rank_degree_makes_deeprobust_normalisation_
     assert torch.allclose(guarded[~nan], reference[~nan], atol=1e-6)
 
 
+@needs_deeprobust
 def test_deeprobust_gcn_svd_collapses_to_the_class_0_share(cora):
     labels, split = cora.labels, cora.splits["prognn"]
     result = fit_evaluate("gcn-svd", cora.meta["attacked"], cora.meta["features_sparse"],
@@ -156,6 +163,7 @@ def test_deeprobust_gcn_svd_collapses_to_the_class_0_share(cora):
     assert result.test_acc == pytest.approx((labels[split.test] == 0).float().mean().item())
 
 
+@needs_deeprobust
 def test_guarded_gcn_svd_keeps_accuracy_sane_on_prognn_cora_20(cora):
     result = fit_evaluate("gcn-svd", cora.meta["attacked"], cora.meta["features_sparse"],
                           cora.labels, cora.splits["prognn"], seed=0, k=15, epochs=60)
@@ -250,6 +258,7 @@ def test_gnnguard_defends_prognn_cora_20(cora):
 
 
 # --------------------------------------------------------------------------- errors
+@needs_deeprobust
 def test_user_errors_are_named(cora):
     features, labels = cora.meta["features_sparse"], cora.labels
     split = cora.splits["prognn"]

@@ -9,6 +9,8 @@ from twirls.data.graph import Graph, undirected_graph
 from twirls.models.graph_ops import DENSE_MAX_NODES, GraphOps
 from twirls.models.twirls import TWIRLS
 
+from requires import needs
+
 
 def test_undirected_graph_is_symmetric_simple_and_plain_tensors():
     g = undirected_graph(torch.tensor([0, 1, 1, 2, 3]), torch.tensor([1, 0, 1, 3, 2]), 5)
@@ -20,8 +22,8 @@ def test_undirected_graph_is_symmetric_simple_and_plain_tensors():
         Graph(torch.zeros(3, dtype=torch.int64), torch.zeros(2, dtype=torch.int64), 4)
 
 
+@needs("dgl", "Graph.to_dgl builds a DGLGraph")
 def test_to_dgl_keeps_nodes_and_edge_ids():
-    pytest.importorskip("dgl", reason="DGL is not installed (the torch-native core needs none)")
     g = undirected_graph(torch.tensor([0, 2, 4]), torch.tensor([1, 3, 0]), 6)
     d = g.to_dgl()
     assert d.num_nodes() == 6  # node 5 is isolated and kept

@@ -32,6 +32,7 @@ from fixtures import (
     write_pku,
     write_planetoid,
 )
+from requires import needs, needs_deeprobust, needs_ogb
 
 GEOM = "graphdml-uiuc-jlu__geom-gcn"
 
@@ -120,6 +121,7 @@ def test_planetoid_real_files(mirror, tmp_path, name, nodes, edges, feats, class
         assert (data.labels[unlabelled] == 0).all()
 
 
+@needs_deeprobust
 def test_cora_matches_deeprobust_planetoid_reader(mirror, tmp_path):
     """Oracle: DeepRobust's Kipf-style Planetoid reader (it only reads files named
     ``ind.pubmed.*``, so Cora's files are linked under that name)."""
@@ -182,6 +184,7 @@ def nettack_root(mirror, tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("base, nodes, edges", [("cora", 2485, 5069), ("citeseer", 2110, 3668)])
+@needs_deeprobust
 def test_nettack_equals_deeprobust(nettack_root, base, nodes, edges):
     Dataset = deeprobust_dataset_class()
     with warnings.catch_warnings():
@@ -303,6 +306,8 @@ def test_arxiv_fixture_recovers_ground_truth(tmp_path):
         assert np.array_equal(got.numpy(), truth["split"][key])
 
 
+@needs_ogb
+@needs("dgl", "OGB's DglNodePropPredDataset, the oracle here, builds a DGL graph")
 def test_arxiv_matches_ogb_own_reader(tmp_path):
     """Oracle: OGB's ``DglNodePropPredDataset`` processing the same fixture files offline."""
     from ogb.nodeproppred import DglNodePropPredDataset

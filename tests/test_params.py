@@ -7,14 +7,16 @@ import pytest
 import yaml
 
 from twirls.data.registry import LOADERS
-from twirls.models import build_model
+from twirls.models import MODELS, build_model, requires_dgl
 from twirls.reports.render import EXTRA_TABLES
 from twirls.reports.results import read_paper
 from twirls.train.loop import TrainConfig
 
 from fixtures import REPO
+from requires import needs
 
 PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
+NEEDS_DGL = needs("dgl", "GAT and GraphSAGE run on DGL's layers")
 
 
 def model_entries() -> list[tuple[str, dict]]:
@@ -28,8 +30,14 @@ def model_entries() -> list[tuple[str, dict]]:
     return entries
 
 
-@pytest.mark.parametrize(("where", "entry"), model_entries(), ids=lambda v: v
-                         if isinstance(v, str) else "")
+def needing_dgl(where: str, entry: dict):
+    """The parameter set of one entry, marked to skip without DGL for GAT and GraphSAGE."""
+    dgl = entry.get("model") in MODELS and requires_dgl(entry["model"])
+    return pytest.param(where, entry, marks=[NEEDS_DGL] if dgl else [])
+
+
+@pytest.mark.parametrize(("where", "entry"), [needing_dgl(*e) for e in model_entries()],
+                         ids=lambda v: v if isinstance(v, str) else "")
 def test_every_model_entry_builds_and_trains_with_its_settings(where, entry):
     assert entry["dataset"] in LOADERS, where
     build_model(entry["model"], entry.get("model_cfg"), 8, 3, num_nodes=10)

@@ -9,9 +9,14 @@ import pytest
 import yaml
 
 from e2e import MIRROR, REPO, copy_repo, dvc
+from requires import needs
 
 pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(not MIRROR.is_dir(), reason=f"no offline mirror at {MIRROR}")]
+              pytest.mark.skipif(not MIRROR.is_dir(), reason=f"no offline mirror at {MIRROR}"),
+              needs("dvc", "the dvc CLI runs the pipeline"),
+              needs("dgl", "the smoke profile's timing stage times GAT, on DGL's layers"),
+              needs("deeprobust", "the smoke profile's robust stage trains DeepRobust's "
+                    "GCN-Jaccard")]
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -202,3 +203,25 @@ def test_a_note_shared_by_every_cell_is_printed_once(tmp_path):
     mlp = (tmp_path / "tables" / "mlp-layers.md").read_text()
     assert "- TWIRLS-base[K=1] / pubmed: pubmed: missing" in mlp and "all cells" not in mlp
     assert "- TWIRLS / nettack-cora: graph: prognn" in prognn and "all cells" not in prognn
+
+
+def test_device_section_counts_stages_per_device(tmp_path):
+    from twirls.reports.devices import device_counts, device_lines
+
+    def write(name, payload):
+        path = tmp_path / name
+        path.write_text(json.dumps(payload))
+        return path
+
+    files = {"train@…": [write("a.json", {"status": "ok", "device": "cuda"}),
+                       write("b.json", {"status": "ok", "device": "cpu"}),
+                       write("c.json", {"status": "ok", "device": "cuda"}),
+                       write("d.json", {"status": "no-data", "reason": "missing"}),
+                       tmp_path / "never-run.json"],
+             "sweep@…": [write("e.json", {"status": "ok"})]}
+    counts = device_counts(files)
+    assert counts["train@…"] == {"cuda": 2, "cpu": 1}
+    assert counts["sweep@…"] == {"not recorded": 1}
+    text = "\n".join(device_lines(counts))
+    assert "| `train@…` | cpu: 1, cuda: 2 |" in text
+    assert "| `sweep@…` | not recorded: 1 |" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import sys
 
 import numpy as np
 import pytest
@@ -21,6 +22,8 @@ from twirls.train import (
     train_run,
 )
 from twirls.train.device import cuda_status
+
+from requires import needs
 
 
 def easy_dataset(seed: int = 0, n: int = 150, classes: int = 3, d: int = 16):
@@ -146,6 +149,7 @@ def test_train_config_and_device_errors():
         assert reason
 
 
+@needs("dgl", "the real DGL 2.1.0 from PyPI, built without CUDA")
 def test_auto_picks_cuda_for_torch_native_models_with_pypi_dgl(monkeypatch, capsys):
     """A GPU with PyPI's CPU-only DGL: torch-native models go to CUDA, GAT/GraphSAGE stay on the
     CPU with one line saying why, and an explicit `cuda` for them is one clear error."""
@@ -166,6 +170,29 @@ def test_auto_picks_cuda_for_torch_native_models_with_pypi_dgl(monkeypatch, caps
         with pytest.raises(RuntimeError, match="train@texas-gat: device 'cuda' was requested"):
             pick_device("cuda", needs_dgl=True, who="train@texas-gat")
         assert pick_device("cuda:0") == torch.device("cuda:0")
+    finally:
+        dev.dgl_cuda_status.cache_clear()
+
+
+def test_auto_without_dgl_keeps_only_gat_and_graphsage_on_the_cpu(monkeypatch, capsys):
+    """A GPU and no DGL at all (the current stack): torch-native models go to CUDA, GAT/GraphSAGE
+    stay on the CPU with one line saying that DGL is not installed."""
+    from twirls.train import device as dev
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setitem(sys.modules, "dgl", None)  # `import dgl` raises ImportError
+    dev.dgl_cuda_status.cache_clear()
+    try:
+        ok, reason = dev.dgl_cuda_status()
+        assert not ok and "DGL is not installed" in reason
+        assert pick_device("auto", needs_dgl=False, who="train@x") == torch.device("cuda")
+        assert capsys.readouterr().err == ""
+        assert pick_device("auto", needs_dgl=True, who="train@texas-gat") == torch.device("cpu")
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "train@texas-gat: runs on the CPU" in err
+        assert "DGL is not installed" in err
+        with pytest.raises(RuntimeError, match="train@texas-gat: device 'cuda' was requested"):
+            pick_device("cuda", needs_dgl=True, who="train@texas-gat")
     finally:
         dev.dgl_cuda_status.cache_clear()
 

@@ -33,6 +33,16 @@ approximation, valid because the surrogate is linear:
 * The chain rule through ``Â = D^{-1/2}(A+I)D^{-1/2}`` only needs that matrix on the edges
   (degree terms) and a broadcast scaling; the ``(1 - 2A)`` sign, the flipped pairs and the
   singleton filter touch only edge positions.
+
+Two engines compute the same algebra. ``engine="scipy"`` (the default on the CPU) does the sparse
+products with scipy and the dense ``n × n`` work with torch on the CPU. ``engine="torch"`` (the
+default on any other device, e.g. ``device="cuda"``) does all of it with torch on ``device``: the
+features as a dense ``(n, d)`` tensor, ``Â`` as a sparse CSR tensor (computed on the CPU as
+above, then copied, so its entries are the same bits), the unrolled inner training, the score
+buffer and the argmax. The inner weights are still drawn on the CPU generator and then copied,
+so both engines consume the same random stream. Only the order of floating-point sums differs
+between the engines, so they make the same flips unless two candidates tie to float32 precision
+(tested on the CPU with ``engine="torch"``, and on a GPU by ``tests/test_gpu.py``).
 """
 
 from __future__ import annotations
@@ -48,7 +58,12 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from twirls.attack.normalize import NormalizedAdjacency, normalize_edges
+from twirls.attack.normalize import (
+    DeviceAdjacency,
+    NormalizedAdjacency,
+    normalize_edges,
+    to_torch,
+)
 
 
 class Metattack:
@@ -65,11 +80,17 @@ class Metattack:
         hidden: hidden width of the linearised GCN (DeepRobust: the surrogate's ``nhid``).
         train_iters, lr, momentum: inner training (DeepRobust defaults 100, 0.1, 0.9).
         lambda_: weight of the labelled loss in the attack loss (0 = Meta-Self).
-        generator: torch generator for the inner weights; ``None`` = the global one, as in
-            DeepRobust (seed it with ``torch.manual_seed`` before constructing).
+        generator: CPU torch generator for the inner weights; ``None`` = the global one, as in
+            DeepRobust (seed it with ``torch.manual_seed`` before constructing). The weights
+            are drawn on the CPU whatever ``device`` is.
+        device: where the dense ``n × n`` work runs (``"cpu"``, ``"cuda"``, ``"cuda:1"``...).
+        engine: ``"scipy"`` (CPU only), ``"torch"`` (any device) or ``"auto"`` (scipy on the
+            CPU, torch elsewhere); see the module doc.
 
     Construction draws one set of inner weights, as DeepRobust's constructor does.
     """
+
+    ENGINES = ("auto", "scipy", "torch")
 
     def __init__(
         self,
@@ -86,11 +107,22 @@ class Metattack:
         momentum: float = 0.9,
         lambda_: float = 0.0,
         generator: torch.Generator | None = None,
+        device: str | torch.device = "cpu",
+        engine: str = "auto",
     ) -> None:
         n = adj.shape[0]
         _check_graph(adj, features, n)
         if not 0.0 <= lambda_ <= 1.0:
             raise ValueError(f"Metattack: lambda_={lambda_} must be in [0, 1] (0 = Meta-Self).")
+        self.device = torch.device(device)
+        if engine not in self.ENGINES:
+            raise ValueError(f"Metattack: engine must be one of {self.ENGINES}, got {engine!r}.")
+        if engine == "auto":
+            engine = "scipy" if self.device.type == "cpu" else "torch"
+        if engine == "scipy" and self.device.type != "cpu":
+            raise ValueError(f"Metattack: engine='scipy' runs on the CPU only, not on "
+                             f"{self.device}; use engine='torch' (or 'auto').")
+        self.engine = engine
         self.n = n
         self.x = sp.csr_matrix(features, dtype=np.float32)
         self.labels = _as_index(labels, "labels", None)
@@ -109,7 +141,15 @@ class Metattack:
         self._original = np.sort(upper.row.astype(np.int64) * n + upper.col.astype(np.int64))
         self._keys = self._original.copy()  # current edges i < j as sorted keys i * n + j
         self.flips: list[tuple[int, int]] = []
-        self._scores = torch.empty(n, n)  # reused every flip: memory does not grow
+        # reused every flip: memory does not grow
+        self._scores = torch.empty(n, n, device=self.device)
+        if engine == "torch":  # inputs on the device, once
+            dev = self.device
+            self._x_dev = torch.from_numpy(self.x.toarray()).to(dev)
+            self._train_dev = torch.from_numpy(self.idx_train).to(dev)
+            self._unl_dev = torch.from_numpy(self.idx_unlabeled).to(dev)
+            self._y_unl_dev = torch.from_numpy(self.y_self[self.idx_unlabeled]).to(dev)
+            self._y_train_dev = torch.from_numpy(self.labels[self.idx_train]).to(dev)
         self._draw_weights()  # DeepRobust's constructor draws one set of weights
 
     # ----------------------------------------------------------------------------- state
@@ -205,14 +245,20 @@ class Metattack:
         ``(meta_grad * (1 - 2A) - min)``, zero on the diagonal, times the singleton mask.
         """
         norm = self._normalized()
-        grad = self.meta_gradient(norm)  # in self._scores
-        row, col = torch.from_numpy(norm.row), torch.from_numpy(norm.col)  # edges, both ways
+        if self.engine == "torch":
+            dev = norm.to(self.device)
+            grad = self._meta_gradient_torch(norm, dev)  # in self._scores
+            row, col, d = dev.row, dev.col, dev.d  # edges, both ways
+        else:
+            grad = self.meta_gradient(norm)  # in self._scores
+            row, col = torch.from_numpy(norm.row), torch.from_numpy(norm.col)  # edges, both ways
+            d = norm.d
         grad[row, col] = -grad[row, col]  # * (1 - 2A)
         grad.sub_(grad.min())
         grad.fill_diagonal_(0.0)
         # DeepRobust's singleton mask 1 - [deg_j = 1] A_ij - [deg_i = 1] A_ji (differs from 1
         # only on edges at degree-1 nodes; -1 when both ends have degree 1).
-        leaf = norm.d == 2.0
+        leaf = d == 2.0
         mask = 1.0 - leaf[col].float() - leaf[row].float()
         hit = mask != 1.0
         grad[row[hit], col[hit]] *= mask[hit]
@@ -250,8 +296,8 @@ class Metattack:
         The gradient of the mean cross-entropy is written out, ``(softmax - onehot) / n``,
         so autograd differentiates the unrolled loop once (no double backward).
         """
-        w1_0, w2 = self._draw_weights()
-        y = torch.from_numpy(self.labels[self.idx_train])
+        w1_0, w2 = (w.to(f.device) for w in self._draw_weights())  # drawn on the CPU
+        y = torch.from_numpy(self.labels[self.idx_train]).to(f.device)
         target = F.one_hot(y, self.nclass).float() / len(y)
         p, k = f @ w1_0, f @ f.T
         gamma = torch.zeros_like(p)
@@ -271,30 +317,96 @@ class Metattack:
 
         Equal to ``s_i s_j (Ĝ_ij + Ĝ_ji) + c_i + c_j`` with ``Ĝ = ∂L/∂Â`` and ``c`` the chain
         rule through the degrees, zero on the diagonal and on already flipped pairs. Written
-        into (and returned as) the reused ``(n, n)`` buffer.
+        into (and returned as) the reused ``(n, n)`` buffer, on ``device``.
         """
         norm = self._normalized() if norm is None else norm
+        if self.engine == "torch":
+            return self._meta_gradient_torch(norm, norm.to(self.device))
         a = norm.matrix
         f = torch.from_numpy(np.asarray((a[self.idx_train] @ a @ self.x).todense()))
         f.requires_grad_(True)  # F = (Â² X)[train]
         w1, w2 = self._inner_train(f)
         e_train, r_pad = self._loss_gradients(a, f, w1, w2)
         z = self._scaled_adjacency_gradient(norm, e_train, r_pad, (w1 @ w2).detach().numpy())
-
-        # Degree part of the chain rule: c_i = -1/(2 d_i) Σ_{l ∈ N(i) ∪ {i}} (Z_il + Z_li).
         n = self.n
         row = torch.from_numpy(np.concatenate([norm.row, np.arange(n)]))
         col = torch.from_numpy(np.concatenate([norm.col, np.arange(n)]))
+        return self._symmetric_gradient(z, row, col, norm.d)
+
+    def _symmetric_gradient(self, z: torch.Tensor, row: torch.Tensor, col: torch.Tensor,
+                            d: torch.Tensor) -> torch.Tensor:
+        """From ``Z = diag(s) Ĝ diag(s)`` to the gradient w.r.t. the symmetric changes, in the
+        score buffer. ``row``/``col``: every entry of ``A + I`` (on ``z``'s device)."""
+        # Degree part of the chain rule: c_i = -1/(2 d_i) Σ_{l ∈ N(i) ∪ {i}} (Z_il + Z_li).
+        n = self.n
         per_entry = z[row, col] + z[col, row]
-        c = torch.zeros(n).index_add_(0, row, per_entry).mul_(-0.5 / norm.d)
+        c = torch.zeros(n, device=z.device).index_add_(0, row, per_entry).mul_(-0.5 / d)
         z.add_(c[:, None])
         grad = torch.add(z, z.T, out=self._scores)
         grad.fill_diagonal_(0.0)
         changed = np.setxor1d(self._keys, self._original, assume_unique=True)
-        ci, cj = (torch.from_numpy(t) for t in np.divmod(changed, n))
+        ci, cj = (torch.from_numpy(t).to(z.device) for t in np.divmod(changed, n))
         grad[ci, cj] = 0.0  # flipped pairs sit on DeepRobust's clamp bound: zero gradient
         grad[cj, ci] = 0.0
         return grad
+
+    # ------------------------------------------------------------------ engine "torch"
+    def _meta_gradient_torch(self, norm: NormalizedAdjacency,
+                             dev: DeviceAdjacency) -> torch.Tensor:
+        """:meth:`meta_gradient` with every product in torch on ``self.device``."""
+        a, x = dev.matrix, self._x_dev
+        f = _spmm(a, _spmm(a, x))[self._train_dev]  # F = (Â² X)[train]
+        f.requires_grad_(True)
+        w1, w2 = self._inner_train(f)
+        e_train, r_pad = self._loss_gradients_torch(dev, f, w1, w2)
+        z = self._scaled_adjacency_gradient_torch(norm, dev, e_train, r_pad,
+                                                  (w1 @ w2).detach())
+        loops = torch.arange(self.n, device=self.device)
+        return self._symmetric_gradient(z, torch.cat([dev.row, loops]),
+                                        torch.cat([dev.col, loops]), dev.d)
+
+    def _loss_gradients_torch(self, dev: DeviceAdjacency, f: torch.Tensor, w1: torch.Tensor,
+                              w2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`_loss_gradients` in torch on the device (``R`` as a device tensor)."""
+        a, x, lam = dev.matrix, self._x_dev, self.lambda_
+        unl = self._unl_dev
+        outputs, grads = [], []
+        r_pad = torch.zeros(self.n, self.nclass, device=self.device)
+        if lam < 1.0:
+            with torch.no_grad():
+                w1d, w2d = w1.detach(), w2.detach()
+                q_unl = _spmm(a, _spmm(a, x @ w1d))[unl]  # (Â² X W1)[unlabelled], (n_u, h)
+                r = torch.softmax(q_unl @ w2d, 1)
+                r[torch.arange(len(unl), device=self.device), self._y_unl_dev] -= 1.0
+                r *= (1.0 - lam) / len(unl)  # ∂L/∂logits of a mean cross-entropy
+                r_pad[unl] = r
+                g_w2 = q_unl.T @ r
+                g_w1 = x.T @ _spmm(a, _spmm(a, r_pad @ w2d.T))  # (Â² X)^T R W2^T
+            outputs += [w1, w2]
+            grads += [g_w1, g_w2]
+        if lam > 0.0:
+            outputs.append(lam * F.cross_entropy(f @ w1 @ w2, self._y_train_dev))
+            grads.append(torch.ones((), device=self.device))
+        (e_train,) = torch.autograd.grad(outputs, f, grad_outputs=grads)
+        return e_train, r_pad
+
+    def _scaled_adjacency_gradient_torch(self, norm: NormalizedAdjacency, dev: DeviceAdjacency,
+                                         e_train: torch.Tensor, r_pad: torch.Tensor,
+                                         wt: torch.Tensor) -> torch.Tensor:
+        """:meth:`_scaled_adjacency_gradient` in torch on the device (same terms, same order)."""
+        a, s, x, train = dev.matrix, dev.s, self._x_dev, self._train_dev
+        x_wt = x @ wt
+        u = torch.cat([r_pad, _spmm(a, r_pad)], 1) * s[:, None]
+        v = torch.cat([_spmm(a, x_wt), x_wt], 1) * s[:, None]
+        h_t = x @ e_train.T  # H^T, (n, n_train)
+        # diag(s) Â S^T: its pattern is cut out on the CPU (O(edges)), its product runs here
+        a_cols = to_torch(sp.diags(norm.s.numpy()) @ norm.matrix[:, self.idx_train],
+                          device=self.device)
+        z = _spmm(a_cols, (h_t * s[:, None]).T)  # (n, n)
+        z.addmm_(u, v.T)
+        t1 = (_spmm(a, h_t) * s[:, None]).T * s[train][:, None]  # diag(s) S^T H Â diag(s)
+        z.index_add_(0, train, t1.contiguous())
+        return z
 
     def _loss_gradients(self, a: sp.csr_matrix, f: torch.Tensor, w1: torch.Tensor,
                         w2: torch.Tensor) -> tuple[torch.Tensor, np.ndarray]:
@@ -349,10 +461,23 @@ class Metattack:
 
 def first_argmax(scores: torch.Tensor) -> tuple[int, int]:
     """Row-major first position of the maximum, as ``torch.argmax`` on the flattened matrix
-    (which DeepRobust calls) but through the much faster row-wise ``max``."""
-    row_max, row_arg = scores.max(dim=1)  # first maximum within each row
-    i = int(torch.argmax(row_max))  # first row holding the maximum
-    return i, int(row_arg[i])
+    (which DeepRobust calls) but through the much faster row-wise maximum.
+
+    The first index among ties is found explicitly (``nonzero`` lists positions in order), so
+    the rule holds on every device whatever order a GPU kernel reduces in.
+    """
+    row_max = scores.amax(dim=1)
+    best = row_max.max()
+    rows = torch.nonzero(row_max == best)  # rows holding the maximum, in order
+    if rows.numel() == 0:
+        raise ValueError("first_argmax: the scores contain NaN")
+    i = int(rows[0, 0])
+    return i, int(torch.nonzero(scores[i] == best)[0, 0])
+
+
+def _spmm(sparse: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
+    """Sparse CSR ``(n, m)`` times dense ``(m, k)`` on their device (dense made contiguous)."""
+    return sparse @ dense.contiguous()
 
 
 def _as_index(values: np.ndarray | torch.Tensor, name: str, n: int | None) -> np.ndarray:

@@ -5,6 +5,10 @@ same matrix as the paper's SGC baseline, eq. (7), with ``d_i = 1 + deg(i)``. Dee
 densely (``normalize_adj_tensor``: ``rowsum.pow(-1/2)`` then two products with a diagonal
 matrix); we build it sparsely with the same float32 operations, so that every stored entry
 ``s_i * s_j`` (``s = d^{-1/2}``) is bit-identical to DeepRobust's.
+
+:meth:`NormalizedAdjacency.to` copies that matrix and its vectors to a torch device (a GPU) for
+the fast Mettack's device path; the entries are computed on the CPU first, so they are the same
+bits on every device.
 """
 
 from __future__ import annotations
@@ -31,6 +35,27 @@ class NormalizedAdjacency:
     row: np.ndarray
     col: np.ndarray
 
+    def to(self, device: str | torch.device) -> DeviceAdjacency:
+        """The same ``Â`` as torch tensors on ``device`` (same values, bit for bit)."""
+        device = torch.device(device)
+        return DeviceAdjacency(
+            matrix=to_torch(self.matrix, device=device),
+            d=self.d.to(device), s=self.s.to(device),
+            row=torch.from_numpy(self.row).to(device), col=torch.from_numpy(self.col).to(device))
+
+
+@dataclass(frozen=True)
+class DeviceAdjacency:
+    """:class:`NormalizedAdjacency` on a torch device: ``matrix`` is a sparse CSR tensor (float32,
+    sorted column indices), ``d``/``s`` float32 ``(n,)``, ``row``/``col`` int64 (off-diagonal
+    entries of ``A``, both directions), all on ``matrix.device``."""
+
+    matrix: torch.Tensor
+    d: torch.Tensor
+    s: torch.Tensor
+    row: torch.Tensor
+    col: torch.Tensor
+
 
 def normalize_edges(upper_row: np.ndarray, upper_col: np.ndarray, n: int) -> NormalizedAdjacency:
     """``Â`` of the undirected graph whose edges are ``(upper_row[k], upper_col[k])`` (i < j)."""
@@ -51,14 +76,21 @@ def normalize(adj: sp.spmatrix) -> NormalizedAdjacency:
     return normalize_edges(upper.row.astype(np.int64), upper.col.astype(np.int64), adj.shape[0])
 
 
-def to_torch(matrix: sp.spmatrix) -> torch.Tensor:
-    """A scipy sparse matrix as a torch sparse CSR tensor (same dtype, no copy of values)."""
+def to_torch(matrix: sp.spmatrix, device: str | torch.device | None = None) -> torch.Tensor:
+    """A scipy sparse matrix as a torch sparse CSR tensor (same dtype).
+
+    Without ``device``: on the CPU, sharing the values' memory, entries in scipy's order. With a
+    ``device``: copied there, with column indices sorted within each row (what the GPU's sparse
+    kernels expect; the values are the same).
+    """
     csr = sp.csr_matrix(matrix)
+    if device is not None and not csr.has_sorted_indices:
+        csr = csr.sorted_indices()
     with warnings.catch_warnings():  # "sparse CSR support is in beta state"
         warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(
-            torch.from_numpy(csr.indptr.astype(np.int64)),
-            torch.from_numpy(csr.indices.astype(np.int64)),
-            torch.from_numpy(csr.data),
-            size=csr.shape,
-        )
+        parts = (torch.from_numpy(csr.indptr.astype(np.int64)),
+                 torch.from_numpy(csr.indices.astype(np.int64)),
+                 torch.from_numpy(csr.data))
+        if device is not None:
+            parts = tuple(t.to(device) for t in parts)
+        return torch.sparse_csr_tensor(*parts, size=csr.shape)

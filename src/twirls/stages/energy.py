@@ -384,7 +384,7 @@ def run(cfg: EnergyConfig, attention: Mapping[str, Any], raw: Path, out: Path,
               "model": {"model_cfg": cfg.model_cfg, "train_cfg": cfg.train_cfg, **model},
               **measure(ops, f, cfg.lam, cfg.alpha, cfg.steps, attention, cfg.monotone_rtol)}
     write_json(paths["results"], jsonable(result))
-    write_json(paths["metrics"], metrics_of(result))
+    write_json(paths["metrics"], {**metrics_of(result), "device": str(device)})
     plot(result, paths["figure"], title)
     return result
 

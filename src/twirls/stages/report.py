@@ -3,7 +3,8 @@
 Inputs come from params, never from globbing: ``report.cells`` and ``report.figures``, plus
 ``results/train/<name>.json`` for every entry of ``experiments`` and ``results/robust/<name>.json``
 for every entry of ``robust`` and ``robust_attn``, and ``results/sweep/<name>.json`` for every
-sweep (whose ``metrics/sweep/<name>.json`` says whether its figure had data).
+sweep (whose ``metrics/sweep/<name>.json`` says whether its figure had data); the
+``metrics/`` file of each of those stages (and of ``timing``, ``energy``) for the device it ran on.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from twirls.params import load_params
+from twirls.reports.devices import device_counts, device_lines
 from twirls.reports.explanations import read_explanations
 from twirls.reports.render import write_atomic, write_index
 from twirls.reports.results import COLUMNS, build_results, read_cells, read_paper
@@ -55,9 +57,21 @@ def main(argv: list[str] | None = None) -> int:
     results = build_results(cells, read_paper())
     write_atomic(args.reports / "results.csv", results[COLUMNS].to_csv(index=False))
     declared_figures = set(params.get("figures") or []) | set(declared.get("sweeps", {}))
+    metrics = Path("metrics")
+    metrics_files = {
+        "train@…": [metrics / "train" / f"{n}.json" for n in declared.get("experiments", {})],
+        "robust@…": [metrics / "robust" / f"{n}.json" for n in declared.get("robust", {})],
+        "robust-attn@…": [metrics / "robust" / f"{n}.json"
+                          for n in declared.get("robust_attn", {})],
+        "sweep@…": [metrics / "sweep" / f"{n}.json" for n in declared.get("sweeps", {})],
+        "timing": [metrics / "timing.json"],
+        "energy": [metrics / "energy" / f"{fig.removeprefix('energy-per-step-')}.json"
+                   for fig in params.get("figures") or [] if fig.startswith("energy-per-step-")],
+    }
     write_index(results, args.reports, figures_present(args.reports, declared_figures),
                 read_explanations(results),
-                sweeps_without_data(Path("metrics/sweep"), set(declared.get("sweeps", {}))))
+                sweeps_without_data(metrics / "sweep", set(declared.get("sweeps", {}))),
+                device_lines(device_counts(metrics_files)))
     counts = results["status"].value_counts().to_dict()
     print("results.csv:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 0

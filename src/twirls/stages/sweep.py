@@ -160,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     write_cells(Path("results/sweep") / f"{name}.json", cells)
     write_json(Path("metrics/sweep") / f"{name}.json",
                {"status": "ok" if not reason else "no-data",
+                **({} if reason else {"device": ", ".join(sorted({str(d) for d in
+                                                                  devices.values()}))}),
                 "points": {f"{p['curve']} {p['point']}": round(p["mean"], 3) for p in points}})
     plot(name, sweep, points, Path("reports/figures") / f"{name}.png", reason, metric)
     return 0

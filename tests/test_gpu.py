@@ -1,0 +1,488 @@
+"""GPU checks: ``pytest -m gpu tests/test_gpu.py`` (skipped, with the reason, without CUDA).
+
+* Every model family of :data:`twirls.models.MODELS` gives the same eval-mode logits on CUDA as
+  on the CPU for the same weights (float32 tolerance), then trains a few epochs on CUDA.
+* ``run_experiment`` trains on the GPU that ``pick_device("auto")`` picks.
+* The fast Mettack makes the same first 10 flips on CUDA as on the CPU (small SBM graph), with
+  the same meta-gradient, and ``first_argmax`` keeps the first-index tie rule on CUDA.
+* The benchmark ``twirls.bench.gpu --quick`` runs on CUDA.
+* The peak GPU memory of every GPU test is printed in pytest's terminal summary, and written as
+  JSON to ``$GPU_REPORT`` when that variable is set.
+
+The checks are helpers taking the device; the tests at the bottom (no ``gpu`` marker) run the
+same helpers on the CPU, and the benchmark with ``--device cpu --quick``, so the CUDA code paths
+run on every machine and only the device differs. Needs neither DGL (GAT and GraphSAGE are
+skipped, with the reason, without a CUDA build of DGL), nor DVC, nor DeepRobust.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from scipy.sparse.csgraph import connected_components
+
+from twirls.attack import surrogate as sur
+from twirls.attack.metattack import Metattack, first_argmax
+from twirls.data.graph import GraphData, Split, undirected_graph
+from twirls.models import MODELS, GraphOps, build_model, requires_dgl
+from twirls.train.device import cuda_status, pick_device
+from twirls.train.loop import TrainConfig, train_run
+
+CUDA = torch.cuda.is_available()
+NO_CUDA = ("no CUDA GPU: torch.cuda.is_available() is False "
+           "(run `pytest -m gpu` on a GPU machine)")
+needs_cuda = pytest.mark.skipif(not CUDA, reason=NO_CUDA)
+REPO = Path(__file__).resolve().parents[1]
+PAPER_CSV = REPO / "src" / "twirls" / "reports" / "paper_numbers.csv"
+
+
+def gpu_test(func):
+    """``@pytest.mark.gpu`` + skipped with the reason when torch sees no CUDA GPU."""
+    return pytest.mark.gpu(needs_cuda(func))
+
+
+# ----------------------------------------------------------------------------- model families
+ATTENTION = {"p": 0.1, "tau": 0.2, "T": 2.0, "placement": "middle"}
+TWIRLS = {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2, "hidden": 16, "dropout": 0.5}
+#: (case, model, config): every key of MODELS at least once (test below), on a small graph
+CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("twirls-base-paper", "twirls", {**TWIRLS, "variant": "paper"}),
+    ("twirls-base-reference", "twirls", {**TWIRLS, "variant": "reference"}),
+    ("twirls-attention-paper", "twirls",
+     {**TWIRLS, "variant": "paper", "attention": ATTENTION}),
+    ("twirls-attention-reference", "twirls",
+     {**TWIRLS, "variant": "reference", "attention": ATTENTION}),
+    ("twirls-star-batchnorm", "twirls",  # TWIRLS*: propagation cached in GraphOps
+     {**TWIRLS, "mlp_before": 0, "mlp_after": 2, "norm": "batch"}),
+    ("twirls-closed-form", "twirls-closed-form", {"lam": 1.0, "mlp_before": 2, "hidden": 16}),
+    ("twirls-closed-form-normalized", "twirls-closed-form", {"lam": 2.0, "normalized": True}),
+    ("mlp", "mlp", {"layers": 3, "hidden": 16, "norm": "batch"}),
+    ("sgc", "sgc", {"steps": 2}),
+    ("gcn", "gcn", {"layers": 3, "hidden": 16, "norm": "batch"}),
+    ("appnp", "appnp", {"steps": 5, "hidden": 16}),
+    ("jknet", "jknet", {"layers": 3, "hidden": 16, "mode": "max", "norm": "batch"}),
+    ("gcnii", "gcnii", {"layers": 8, "hidden": 16}),
+    ("gcnii-dense", "gcnii-dense", {"layers": 4, "hidden": 16}),
+    ("dagnn", "dagnn", {"steps": 5, "hidden": 16}),
+    ("h2gcn", "h2gcn", {"hidden": 16, "rounds": 2}),
+    ("gat", "gat", {"layers": 2, "hidden": 4, "heads": 2}),
+    ("graphsage", "graphsage", {"layers": 2, "hidden": 16}),
+]
+CASE_IDS = [case for case, _, _ in CASES]
+
+
+def small_task(n: int = 240, edges: int = 720, features: int = 24, classes: int = 4,
+               seed: int = 0) -> tuple[Any, torch.Tensor, torch.Tensor, Split]:
+    """``(graph, features, labels, split)``: a small random graph, thirds for the split."""
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, n, (edges,), generator=gen)
+    dst = torch.randint(0, n, (edges,), generator=gen)
+    graph = undirected_graph(src, dst, n)
+    x = torch.rand(n, features, generator=gen)
+    labels = torch.randint(0, classes, (n,), generator=gen)
+    perm = torch.randperm(n, generator=gen)
+    third = n // 3
+    split = Split(*(part.sort().values
+                    for part in (perm[:third], perm[third:2 * third], perm[2 * third:])))
+    return graph, x, labels, split
+
+
+def skip_unless_dgl_runs_on(name: str, device: str) -> None:
+    """Skip (with the reason) a model on DGL's layers where DGL cannot run on ``device``."""
+    if not requires_dgl(name):
+        return
+    if torch.device(device).type == "cuda":
+        try:
+            ok, reason = cuda_status(needs_dgl=True)
+        except Exception as exc:  # a DGL that is installed but broken (e.g. by a newer torch)
+            ok, reason = False, f"DGL cannot be imported ({type(exc).__name__}: {exc})"
+        if not ok:
+            pytest.skip(f"{name} runs on DGL's layers: {reason}")
+    else:
+        try:
+            import dgl  # noqa: F401
+        except Exception as exc:  # not installed, or broken by a newer torch
+            pytest.skip(f"{name} runs on DGL's layers: DGL cannot be imported ({exc})")
+
+
+def same_logits_then_train(name: str, cfg: dict[str, Any], device: str, *,
+                           epochs: int = 5) -> None:
+    """Same weights on the CPU and on ``device``: eval-mode logits agree to float32 precision;
+    then ``train_run`` trains the ``device`` copy for ``epochs`` epochs with finite losses."""
+    skip_unless_dgl_runs_on(name, device)
+    graph, x, labels, split = small_task()
+    torch.manual_seed(0)
+    cpu_model = build_model(name, cfg, x.shape[1], int(labels.max()) + 1,
+                            num_nodes=graph.num_nodes())
+    dev_model = copy.deepcopy(cpu_model).to(device)  # same weights and buffers
+    initial = [p.detach().clone() for p in cpu_model.parameters()]
+    cpu_model.eval()
+    dev_model.eval()
+    ops = GraphOps.from_graph(graph, device=device)
+    with torch.no_grad():
+        expected = cpu_model(GraphOps.from_graph(graph), x)
+        got = dev_model(ops, x.to(device))
+    assert got.device.type == torch.device(device).type
+    assert got.shape == expected.shape and bool(torch.isfinite(expected).all())
+    scale = float(expected.abs().max().clamp(min=1e-6))
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-4 * scale,
+                               msg=lambda m: f"{name} {cfg}: CPU vs {device} logits: {m}")
+
+    result = train_run(dev_model, ops, x, labels, split, TrainConfig(epochs=epochs, lr=0.01),
+                       seed=0)
+    assert len(result.history) == epochs
+    assert all(math.isfinite(r["loss"]) for r in result.history), result.history
+    assert all(0.0 <= r[k] <= 1.0 for r in result.history for k in ("train", "val", "test"))
+    params = list(dev_model.parameters())
+    assert all(p.device.type == torch.device(device).type for p in params)
+    assert any(not torch.equal(p.detach().cpu(), q) for p, q in zip(params, initial,
+                                                                       strict=True))
+
+
+def run_experiment_on(preference: str, expected: str, monkeypatch) -> None:
+    """``run_experiment`` on a tiny bag-of-words dataset (sparse CSR features) uses the device
+    that ``pick_device(preference)`` picks for its graph, features and model."""
+    from twirls.train import experiment
+
+    graph, x, labels, split = small_task()
+    words = (x > 0.95).float()  # 5% ones: run_experiment passes them as sparse CSR
+    data = GraphData("tiny", graph, words, labels, {"public": split})
+    exp = {"model": "twirls", "dataset": "tiny",
+           "model_cfg": {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2, "hidden": 16,
+                         "attention": ATTENTION},
+           "train_cfg": {"epochs": 5, "lr": 0.05}}
+    device = pick_device(preference, needs_dgl=requires_dgl(exp["model"]), who="test")
+    assert device.type == expected
+    seen = []
+    run_seeds = experiment.run_seeds
+
+    def spy(build, ops, x, labels, split, cfg, seeds):
+        seen.append((ops.device.type, x.device.type, x.layout))
+        return run_seeds(build, ops, x, labels, split, cfg, seeds)
+
+    monkeypatch.setattr(experiment, "run_seeds", spy)
+    result = experiment.run_experiment(exp, data, 2, device, progress=False)
+    assert seen == [(expected, expected, torch.sparse_csr)]
+    assert len(result.runs) == 2
+    assert all(0.0 <= r.test <= 1.0 and math.isfinite(r.history[-1]["loss"])
+               for r in result.runs)
+
+
+# ----------------------------------------------------------------------------- fast Mettack
+def block_model(n: int = 200, classes: int = 4, d: int = 60, seed: int = 0):
+    """Connected symmetric SBM graph, 0/1 features, labels (as in tests/test_attack.py)."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, n)
+    p = np.where(y[:, None] == y[None, :], 0.05, 0.006)
+    upper = np.triu(rng.random((n, n)) < p, 1)
+    a = (upper | upper.T).astype(np.float32)
+    _, component = connected_components(a, directed=False)
+    main = np.flatnonzero(component == np.argmax(np.bincount(component)))
+    for c in set(component.tolist()) - {component[main[0]]}:  # connect: one edge per component
+        i, j = np.flatnonzero(component == c)[0], rng.choice(main)
+        a[i, j] = a[j, i] = 1.0
+    prototypes = rng.random((classes, d)) < 0.15
+    x = (rng.random((n, d)) < 0.05) | (prototypes[y] & (rng.random((n, d)) < 0.5))
+    return sp.csr_matrix(a), sp.csr_matrix(x.astype(np.float32)), y
+
+
+@pytest.fixture(scope="module")
+def attack_task():
+    adj, x, y = block_model()
+    perm = np.random.default_rng(1).permutation(adj.shape[0])
+    train, unlabeled = np.sort(perm[:20]), np.sort(perm[20:])
+    torch.manual_seed(15)
+    targets = sur.self_training_labels(sur.train_gcn(adj, x, y, train, sur.SURROGATE), y, train)
+    return adj, x, y, train, unlabeled, targets
+
+
+def same_flips(task, device: str, flips: int = 10) -> None:
+    """From one random state: the CPU's default engine and ``engine="torch"`` on ``device``
+    make the same ``flips`` flips and consume the same random stream."""
+    adj, x, y, train, unlabeled, targets = task
+    torch.manual_seed(3)
+    state = torch.get_rng_state()
+    cpu = Metattack(adj, x, y, train, unlabeled, targets)
+    assert cpu.engine == "scipy"
+    cpu.attack(flips, progress=False)
+    after = torch.get_rng_state()
+    torch.set_rng_state(state)
+    dev = Metattack(adj, x, y, train, unlabeled, targets, device=device, engine="torch")
+    assert dev._scores.device.type == torch.device(device).type
+    dev.attack(flips, progress=False)
+    assert dev.flips == cpu.flips
+    assert torch.equal(torch.get_rng_state(), after)
+    assert abs(dev.modified_adj() - cpu.modified_adj()).sum() == 0
+
+
+def same_meta_gradient(task, device: str, lambda_: float) -> None:
+    adj, x, y, train, unlabeled, targets = task
+    grads = []
+    for where, engine in (("cpu", "scipy"), (device, "torch")):
+        attack = Metattack(adj, x, y, train, unlabeled, targets, lambda_=lambda_,
+                           device=where, engine=engine)
+        attack._toggle(0, 1)
+        attack._toggle(int(adj[2].indices[0]), 2)
+        torch.manual_seed(5)
+        grads.append(attack.meta_gradient().cpu().clone())
+    expected, got = grads
+    assert float(expected.abs().max()) > 1e-3
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-5 * float(expected.abs().max()))
+    assert torch.equal(got, got.T)
+
+
+def first_argmax_ties(device: str) -> None:
+    gen = torch.Generator().manual_seed(0)
+    for shape in ((13, 9), (300, 300)):
+        for _ in range(20):
+            m = torch.randint(0, 4, shape, generator=gen).float()  # many ties
+            i, j = first_argmax(m.to(device))
+            assert i * shape[1] + j == int(torch.argmax(m))
+
+
+# ----------------------------------------------------------------------------- peak memory
+PEAKS: dict[str, dict[str, int]] = {}
+PLUGIN = "twirls-test-gpu-peak-memory"
+
+
+class PeakMemorySummary:
+    """pytest plugin (registered while the tests run) that prints :data:`PEAKS` in the terminal
+    summary and writes them to ``$GPU_REPORT`` (JSON) when set."""
+
+    def __init__(self, peaks: dict[str, dict[str, int]], device_name: str) -> None:
+        self.peaks, self.device_name = peaks, device_name
+
+    def lines(self) -> list[str]:
+        out = [f"device: {self.device_name}"]
+        for test, peak in sorted(self.peaks.items(), key=lambda kv: -kv[1]["peak_bytes"]):
+            out.append(f"{peak['peak_bytes'] / 2**20:10.1f} MiB  {test}")
+        if self.peaks:
+            top = max(p["peak_bytes"] for p in self.peaks.values())
+            out.append(f"{top / 2**20:10.1f} MiB  peak over {len(self.peaks)} GPU tests")
+        return out
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.peaks:
+            return
+        terminalreporter.write_sep("-", "peak GPU memory (torch.cuda.max_memory_allocated)")
+        for line in self.lines():
+            terminalreporter.write_line(line)
+        path = os.environ.get("GPU_REPORT", "").strip()
+        if path:
+            data = {"device": self.device_name, "torch": torch.__version__,
+                    "cuda": torch.version.cuda, "tests": self.peaks,
+                    "peak_bytes": max(p["peak_bytes"] for p in self.peaks.values())}
+            tmp = Path(path).with_name(Path(path).name + ".part")
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(data, indent=1) + "\n")
+            os.replace(tmp, path)
+            terminalreporter.write_line(f"wrote {path}")
+
+
+@pytest.fixture(autouse=True)
+def gpu_peak_memory(request):
+    """Peak GPU memory of every test marked ``gpu`` that runs on CUDA."""
+    if not CUDA or request.node.get_closest_marker("gpu") is None:
+        yield
+        return
+    manager = request.config.pluginmanager
+    if manager.get_plugin(PLUGIN) is None:
+        manager.register(PeakMemorySummary(PEAKS, torch.cuda.get_device_name()), PLUGIN)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    yield
+    torch.cuda.synchronize()
+    peak = int(torch.cuda.max_memory_allocated())
+    PEAKS[request.node.nodeid] = {"peak_bytes": peak, "allocated_before_bytes": int(before)}
+    request.node.user_properties.append(("peak_gpu_memory_bytes", peak))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def highest_float32_precision():
+    """Full float32 matmuls (no TF32) while comparing CPU and CUDA numbers."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    yield
+    torch.set_float32_matmul_precision(before)
+
+
+# ----------------------------------------------------------------------------- benchmark
+def paper_train_seconds() -> dict[str, float]:
+    with open(PAPER_CSV, newline="") as fh:
+        return {r["model"]: float(r["mean"]) for r in csv.DictReader(fh)
+                if r["table"] == "running-time" and r["metric"] == "train_seconds"}
+
+
+def run_benchmark(device: str, tmp_path: Path, monkeypatch, *, subset: bool) -> dict[str, Any]:
+    """``python -m twirls.bench.gpu --device <device> --quick`` into ``tmp_path``; checks the
+    JSON. ``subset``: MLP, GCN, TWIRLS* and GAT only, GAT reported as skipped."""
+    import yaml
+
+    from twirls.bench import gpu
+
+    args = ["--device", device, "--quick", "--out", str(tmp_path / "gpu.json")]
+    if subset:
+        timing = yaml.safe_load((REPO / "params.yaml").read_text())["timing"]
+        timing["models"] = {k: timing["models"][k] for k in ("MLP", "GCN", "TWIRLS*", "GAT")}
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump({"timing": timing}))
+        args += ["--params", str(tmp_path / "params.yaml")]
+        monkeypatch.setattr(gpu, "_dgl_skip_reason",
+                            lambda name, dev: "DGL test skip" if requires_dgl(name) else "")
+    gpu.main(args)
+    report = json.loads((tmp_path / "gpu.json").read_text())
+    assert not list(tmp_path.glob("*.part"))
+    assert report["quick"] is True and report["device"]["type"] == torch.device(device).type
+    assert report["device"]["name"] and report["device"]["torch"] == torch.__version__
+
+    rows = {r["model"]: r for r in report["epoch_time"]["models"]}
+    paper = paper_train_seconds()
+    for label, row in rows.items():
+        p = row["paper_t4"]
+        assert p["train_seconds"] == paper[label]
+        assert p["train_to_mlp"] == pytest.approx(paper[label] / paper["MLP"])
+        assert p["train_to_gcn"] == pytest.approx(paper[label] / paper["GCN"])
+        assert p["test_to_gcn"] > 0 and p["parameters"] > 0
+        if row["status"] != "timed":
+            assert row["status"] == "skipped" and row["reason"], row
+            assert row["ratios"]["train_to_mlp"] is None
+            continue
+        assert len(row["train_seconds_all"]) == report["settings"]["epochs"]
+        for key in ("train", "test"):
+            seconds = row[f"{key}_seconds"]
+            assert seconds > 0
+            assert row["ratios"][f"{key}_to_mlp"] == pytest.approx(
+                seconds / rows["MLP"][f"{key}_seconds"])
+            assert row["ratios"][f"{key}_to_gcn"] == pytest.approx(
+                seconds / rows["GCN"][f"{key}_seconds"])
+        if torch.device(device).type == "cuda":
+            assert row["peak_memory_bytes"] > 0
+    assert rows["MLP"]["ratios"]["train_to_mlp"] == pytest.approx(1.0)
+    if subset:
+        assert rows["GAT"]["status"] == "skipped" and "DGL test skip" in rows["GAT"]["reason"]
+
+    mt = report["mettack"]
+    assert mt["engine"] == "torch" and mt["seconds_per_flip"] > 0
+    assert len(mt["flipped_pairs"]) == report["settings"]["flips"]
+    ref = mt["cpu_reference"]
+    assert ref["engine"] == "scipy" and ref["leading_flips_agree"] == ref["flips_compared"]
+    if torch.device(device).type == "cuda":
+        assert mt["peak_memory_bytes"] > 0
+    return report
+
+
+# ============================================================================= GPU tests
+@gpu_test
+@pytest.mark.parametrize(("case", "name", "cfg"), CASES, ids=CASE_IDS)
+def test_model_family_same_logits_on_cuda_then_trains(case, name, cfg):
+    same_logits_then_train(name, cfg, "cuda")
+
+
+@gpu_test
+def test_run_experiment_trains_on_the_gpu_that_auto_picks(monkeypatch):
+    run_experiment_on("auto", "cuda", monkeypatch)
+
+
+@gpu_test
+def test_fast_mettack_makes_the_cpus_first_10_flips_on_cuda(attack_task):
+    same_flips(attack_task, "cuda", flips=10)
+
+
+@gpu_test
+@pytest.mark.parametrize("lambda_", [0.0, 0.5])
+def test_fast_mettack_meta_gradient_on_cuda_equals_the_cpus(attack_task, lambda_):
+    same_meta_gradient(attack_task, "cuda", lambda_)
+
+
+@gpu_test
+def test_first_argmax_keeps_the_first_index_on_cuda():
+    first_argmax_ties("cuda")
+
+
+@gpu_test
+def test_benchmark_runs_on_cuda(tmp_path, monkeypatch):
+    report = run_benchmark("cuda", tmp_path, monkeypatch, subset=False)
+    assert report["device"]["name"] == torch.cuda.get_device_name()
+
+
+# ============================================================================= on the CPU
+def test_every_model_family_has_a_gpu_case():
+    assert {name for _, name, _ in CASES} == set(MODELS)
+
+
+@pytest.mark.parametrize(("case", "name", "cfg"), CASES, ids=CASE_IDS)
+def test_model_family_check_runs_on_the_cpu(case, name, cfg):
+    same_logits_then_train(name, cfg, "cpu", epochs=2)
+
+
+def test_run_experiment_check_runs_on_the_cpu(monkeypatch):
+    run_experiment_on("cpu", "cpu", monkeypatch)
+
+
+def test_mettack_device_path_runs_on_the_cpu(attack_task):
+    same_flips(attack_task, "cpu", flips=10)
+    same_meta_gradient(attack_task, "cpu", 0.5)
+    first_argmax_ties("cpu")
+
+
+def test_peak_memory_summary_is_printed_and_written(tmp_path, monkeypatch):
+    class Reporter:
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        def write_sep(self, sep: str, title: str) -> None:
+            self.lines.append(title)
+
+        def write_line(self, line: str) -> None:
+            self.lines.append(line)
+
+    report = tmp_path / "out" / "gpu-tests.json"
+    monkeypatch.setenv("GPU_REPORT", str(report))
+    peaks = {"tests/test_gpu.py::a": {"peak_bytes": 3 * 2**20, "allocated_before_bytes": 0},
+             "tests/test_gpu.py::b": {"peak_bytes": 5 * 2**20, "allocated_before_bytes": 1}}
+    reporter = Reporter()
+    PeakMemorySummary(peaks, "Some GPU").pytest_terminal_summary(reporter)
+    text = "\n".join(reporter.lines)
+    assert "peak GPU memory" in text and "device: Some GPU" in text
+    assert text.index("::b") < text.index("::a")  # largest first
+    assert "5.0 MiB  peak over 2 GPU tests" in text
+    data = json.loads(report.read_text())
+    assert data["device"] == "Some GPU" and data["peak_bytes"] == 5 * 2**20
+    assert data["tests"] == peaks
+    empty = Reporter()
+    PeakMemorySummary({}, "Some GPU").pytest_terminal_summary(empty)
+    assert empty.lines == []
+
+
+def test_benchmark_quick_on_the_cpu(tmp_path, monkeypatch):
+    report = run_benchmark("cpu", tmp_path, monkeypatch, subset=True)
+    assert report["epoch_time"]["graph"]["nodes"] == 1_000
+    assert report["mettack"]["dataset"].startswith("random graph")
+
+
+def test_benchmark_attack_graph_is_cora_or_a_random_graph_of_its_sizes(monkeypatch, tmp_path):
+    from twirls.bench import gpu
+
+    monkeypatch.setattr(gpu, "_cora_candidates", lambda raw: [tmp_path / "cora.npz"])
+    adj, x, labels, train, unlabeled, desc = gpu.attack_graph()
+    assert desc["dataset"] == "random graph with nettack-Cora's sizes"
+    assert "not found" in desc["source"] and str(tmp_path) in desc["source"]
+    assert (desc["nodes"], desc["edges"], desc["features"]) == (2_485, 5_069, 1_433)
+    assert adj.shape == (2_485, 2_485) and abs(adj - adj.T).sum() == 0
+    assert set(np.unique(x.data)) == {1.0} and len(train) + len(unlabeled) <= 2_485
+    monkeypatch.undo()
+    if not any(p.is_file() for p in gpu._cora_candidates(None)):
+        pytest.skip("nettack-Cora's cora.npz is not on this machine")
+    adj, x, labels, train, unlabeled, desc = gpu.attack_graph()
+    assert desc["dataset"] == "nettack-cora"
+    assert (desc["nodes"], desc["edges"], desc["features"]) == (2_485, 5_069, 1_433)
