@@ -1,0 +1,109 @@
+"""From a stage's runs at two epoch budgets to seconds per epoch and the cost of its real run.
+
+A stage run with budget ``E`` takes ``wall(E) = overhead + E x runs x t_epoch`` (``runs``: seeds
+x grid points, 1 in the rehearsal except for sweeps), so two budgets give ``t_epoch`` and the
+fixed overhead (start-up, params, loading and building the full-size graph, writing outputs).
+Where the stage times its own epochs (``train@``: the training loop's seconds per run in its
+metrics; ``timing``: every model's epoch), those in-process times replace the wall-clock
+difference, which on a shared machine picks up noise from the loading. The real run then costs
+``overhead + t_epoch x epochs x runs`` with the real ``params.yaml``'s epochs, seeds and grid:
+an upper bound where ``patience`` may stop runs early. The same is done with the CPU seconds of
+the stage's process, which other jobs on a shared machine do not inflate.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from twirls.rehearsal.plan import StagePlan
+
+GB = 1e9
+
+
+def per_epoch_from_metrics(plan: StagePlan, metrics: dict[int, dict[str, Any]]
+                           ) -> tuple[float | None, str]:
+    """Seconds per budget epoch from the stage's own timers, and how it was obtained."""
+    budgets = sorted(metrics)
+    if plan.kind == "train" and budgets:
+        lo, hi = budgets[0], budgets[-1]
+        seconds = {b: metrics[b].get("seconds_mean") for b in (lo, hi)}
+        if all(isinstance(s, (int, float)) for s in seconds.values()):
+            source = "training-loop seconds per run from metrics/train/<name>.json"
+            if hi == lo:
+                return seconds[hi] / hi, (f"{source}: the {hi}-epoch run alone, first epoch "
+                                          "included (a slight upper bound)")
+            value = (seconds[hi] - seconds[lo]) / (hi - lo)
+            if value > 0:
+                return value, f"{source}, difference between the {lo}- and {hi}-epoch runs"
+            return seconds[hi] / hi, (f"{source}: the {hi}-epoch run's mean, first epoch "
+                                      f"included (the {lo}/{hi} difference was <= 0, noise)")
+    if plan.kind == "timing" and budgets:
+        models = metrics[budgets[-1]].get("models") or []
+        samples = [m["train_seconds_all"] for m in models if m.get("train_seconds_all")]
+        if samples:
+            warm = [statistics.median(s[1:] if len(s) > 1 else s) for s in samples]
+            return sum(warm), ("sum over the models of the stage's own median training-epoch "
+                               "seconds (metrics/timing.json), first round left out when "
+                               "there are more")
+    return None, ""
+
+
+def cpu_estimate(plan: StagePlan, walls: dict[int, float], cpus: dict[int, float],
+                 wall_rate: float) -> dict[str, Any]:
+    """The same extrapolation in CPU seconds (user + system of the stage's process), which
+    other jobs on a shared machine do not inflate: for a one-thread stage, the wall time it
+    would take on an idle core. With one budget, the stage's epoch time scaled by that run's
+    CPU share."""
+    budgets = sorted(cpus)
+    lo, hi = budgets[0], budgets[-1]
+    runs = max(plan.runs_per_epoch, 1)
+    if hi > lo:
+        rate = max((cpus[hi] - cpus[lo]) / ((hi - lo) * runs), 0.0)
+    else:
+        rate = wall_rate * cpus[hi] / walls[hi] if walls[hi] > 0 else 0.0
+    overhead = max(cpus[hi] - rate * hi * runs, 0.0)
+    total = overhead + rate * plan.full["epochs"] * plan.full["runs"]
+    return {"cpu_seconds_per_epoch": round(rate, 4), "cpu_overhead_seconds": round(overhead, 2),
+            "estimated_cpu_seconds": round(total, 1), "estimated_cpu_hours": round(total / 3600, 2)}
+
+
+def stage_record(plan: StagePlan, walls: dict[int, float], metrics: dict[int, dict[str, Any]],
+                 cpus: dict[int, float] | None = None) -> dict[str, Any]:
+    """Seconds per epoch, overhead and the real run's estimated cost of one stage; with
+    ``cpus`` (CPU seconds per budget) also the CPU-time version (:func:`cpu_estimate`)."""
+    if not plan.has_epochs or not walls:
+        wall = round(max(walls.values()), 2) if walls else None
+        return {"seconds_per_epoch": None, "seconds_per_epoch_wall": None,
+                "overhead_seconds": wall, "per_epoch_method": "no epochs (loading only)",
+                "full_run": {**plan.full, "estimated_seconds": wall,
+                             "note": "one pass over the files; the measured run is the real one"}}
+    budgets = sorted(walls)
+    lo, hi = budgets[0], budgets[-1]
+    runs = max(plan.runs_per_epoch, 1)
+    wall_rate = (walls[hi] - walls[lo]) / ((hi - lo) * runs) if hi > lo else None
+    rate, method = per_epoch_from_metrics(plan, metrics)
+    if rate is None:
+        rate = max(wall_rate or 0.0, 0.0)
+        method = (f"wall-clock difference between the {lo}- and {hi}-epoch runs, divided by "
+                  f"{runs} run(s) per epoch")
+        if rate == 0.0:
+            method += " (<= 0: epochs too cheap to measure against the noise; counted as 0)"
+    overhead = max(walls[hi] - rate * hi * runs, 0.0)
+    full = dict(plan.full)
+    estimate = overhead + rate * full["epochs"] * full["runs"]
+    full["estimated_seconds"] = round(estimate, 1)
+    full["estimated_hours"] = round(estimate / 3600, 2)
+    if full.get("patience"):
+        full["note"] = (f"upper bound: patience {full['patience']} may stop runs before "
+                        f"{full['epochs']} epochs")
+    record = {"seconds_per_epoch": round(rate, 4),
+              "seconds_per_epoch_wall": None if wall_rate is None else round(wall_rate, 4),
+              "overhead_seconds": round(overhead, 2), "per_epoch_method": method}
+    if cpus and set(cpus) == set(walls):
+        cpu = cpu_estimate(plan, walls, cpus, rate)
+        full["estimated_cpu_seconds"] = cpu.pop("estimated_cpu_seconds")
+        full["estimated_cpu_hours"] = cpu.pop("estimated_cpu_hours")
+        record.update(cpu)
+    record["full_run"] = full
+    return record

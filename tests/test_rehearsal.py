@@ -1,0 +1,233 @@
+"""The full-size rehearsal (twirls.rehearsal): generated files in the real formats, read back by
+the real loaders with the intended sizes; the budget params; the extrapolation; and one tiny
+run of the runner through the real stage code, which must not touch reports/."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import json
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from twirls.data.registry import load_dataset
+from twirls.rehearsal import generate as gen
+from twirls.rehearsal.estimate import stage_record
+from twirls.rehearsal.graphs import scaled
+from twirls.rehearsal.measure import run_measured
+from twirls.rehearsal.plan import StagePlan, all_plans
+from twirls.rehearsal.run import check_out_path
+from twirls.rehearsal.run import main as rehearsal_main
+from twirls.rehearsal.sizes import AMAZON, ARXIV, PKU, PUBMED
+from twirls.rehearsal.textio import format_floats, row_seps, table_text
+from twirls.reports.results import read_paper
+from twirls.train.experiment import SPARSE_BELOW
+
+REPO = Path(__file__).resolve().parents[1]
+SCALE = 0.01
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory) -> tuple[Path, dict]:
+    root = tmp_path_factory.mktemp("rehearsal-raw")
+    return root, gen.generate(root, scale=SCALE, seed=0)
+
+
+def test_number_text_round_trips_through_pandas():
+    ints = np.array([[0, -1, 1234567], [9, 10, -99]])
+    assert table_text(ints) == b"0,-1,1234567\n9,10,-99\n"
+    floats = np.round(np.random.RandomState(0).randn(200, 7) * 3, 6)
+    floats[0, :3] = [0.0, -0.0000004, 9.9999996]
+    text = format_floats(floats, row_seps(*floats.shape), 6)
+    back = pd.read_csv(io.BytesIO(text), header=None).to_numpy()
+    np.testing.assert_allclose(back, np.round(floats, 6), atol=5e-7)
+    assert b"-0.000000" not in text and text.count(b"\n") == 200
+
+
+def test_full_sizes_are_the_papers_table_5():
+    paper = read_paper()
+    paper = paper[paper["table"] == "dataset-statistics"]
+    for name, sizes in (("pubmed", PUBMED), ("ogbn-arxiv", ARXIV), ("amazon", AMAZON)):
+        rows = {r.metric: r.mean for r in paper[paper["dataset"] == name].itertuples()}
+        assert rows, name
+        for metric, value in rows.items():
+            assert sizes[metric] == value, (name, metric)
+    assert ARXIV["train"] + ARXIV["valid"] + ARXIV["test"] == ARXIV["nodes"]
+    assert 18_000 < PKU["train_sentences"] < 20_000
+
+
+def test_pubmed_planetoid_pickles(raw):
+    root, sizes = raw
+    data = load_dataset("pubmed", root)
+    n = sizes["pubmed"]["nodes"]
+    assert n == scaled(PUBMED["nodes"] - PUBMED["test"], SCALE, 561) + scaled(1000, SCALE, 20)
+    assert (data.num_nodes, data.num_features, data.num_classes) == (n, 500, 3)
+    assert data.num_undirected_edges == scaled(PUBMED["edges"], SCALE) == sizes["pubmed"]["edges"]
+    assert data.splits["public"].sizes() == (60, 500, sizes["pubmed"]["test"])
+    assert torch.equal(torch.bincount(data.labels[:60]), torch.full((3,), 20))
+    density = float((data.features != 0).float().mean())
+    assert density == pytest.approx(PUBMED["density"], abs=2e-4)
+    assert density >= SPARSE_BELOW  # like real Pubmed, the models get dense features
+    allx = (root / "pubmed" / "ind.pubmed.allx").read_bytes()
+    assert b"_codecs" not in allx and allx[:2] == b"\x80\x02"  # Python 2's protocol-2 str
+
+
+def test_ogbn_arxiv_zip_and_time_split(raw):
+    root, sizes = raw
+    with zipfile.ZipFile(root / "ogbn-arxiv" / "arxiv.zip") as zf:
+        names = set(zf.namelist())
+    assert {"arxiv/raw/edge.csv.gz", "arxiv/split/time/train.csv.gz",
+            "arxiv/RELEASE_v1.txt"} <= names
+    data = load_dataset("ogbn-arxiv", root)
+    n, m = scaled(ARXIV["nodes"], SCALE), scaled(ARXIV["edges"], SCALE)
+    assert (data.num_nodes, data.num_undirected_edges) == (n, m) == (
+        sizes["ogbn-arxiv"]["nodes"], sizes["ogbn-arxiv"]["edges"])
+    assert (data.num_features, data.num_classes) == (128, 40)
+    assert data.meta["raw_directed_edges"] == m
+    split, year = data.splits["time"], data.meta["year"]
+    valid, test = scaled(ARXIV["valid"], SCALE), scaled(ARXIV["test"], SCALE)
+    assert split.sizes() == (n - valid - test, valid, test)
+    assert int(year[split.train].max()) <= 2017 and bool((year[split.val] == 2018).all())
+    assert int(year[split.test].min()) >= 2019
+    assert bool((data.features < 0).any())  # signed, word2vec-like: feature_norm none
+
+
+def test_amazon_ignn_folder_and_label_ratios(raw):
+    root, sizes = raw
+    data = load_dataset("amazon", root)
+    n = scaled(AMAZON["nodes"], SCALE)
+    assert (data.num_nodes, data.num_undirected_edges) == (n, scaled(AMAZON["edges"], SCALE))
+    assert data.features is None and data.labels.shape == (n, 58)
+    assert data.meta["degree_field_mismatches"] == 0
+    assert sorted(data.splits) == list(AMAZON["ratios"])
+    test = set(data.splits["0.05"].test.tolist())
+    assert len(test) == round(0.1 * n)
+    for ratio, split in data.splits.items():
+        assert len(split.train) == int(float(ratio) * n)
+        assert split.val.numel() == 0 and not test & set(split.train.tolist())
+        assert bool((data.labels[split.train].sum(1) > 0).all())
+
+
+def test_pku_sentences(raw):
+    root, sizes = raw
+    data = load_dataset("pku", root)
+    counts = data.meta["num_sentences"]
+    assert counts["train"] + counts["val"] == scaled(PKU["train_sentences"], SCALE)
+    assert counts["test"] == scaled(PKU["test_sentences"], SCALE)
+    assert data.num_nodes == sizes["pku"]["nodes"]
+    assert data.num_undirected_edges == sizes["pku"]["edges"]
+    assert set(data.labels.unique().tolist()) == {0, 1, 2, 3}
+    assert b"\r\n" in (root / "pku" / "pku_training.utf8").read_bytes()[:20000]
+
+
+def test_generation_is_deterministic(tmp_path):
+    def digest(root: Path) -> dict[str, str]:
+        return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(root.rglob("*")) if p.is_file() and p.name != gen.MARKER}
+
+    for name in ("a", "b"):
+        gen.generate(tmp_path / name, scale=0.002, seed=3, datasets=["amazon", "pku"])
+    assert digest(tmp_path / "a") == digest(tmp_path / "b")
+
+
+def test_budget_params_change_only_the_budget():
+    real = yaml.safe_load((REPO / "params.yaml").read_text())
+    plans = {p.stage: p for p in all_plans(real)}
+    wanted = {f"train@{k}" for k, e in real["experiments"].items()
+              if e["dataset"] in ("pubmed", "ogbn-arxiv")}
+    assert wanted and wanted <= set(plans)
+    assert {"sweep@amazon", "timing", "datasets[pku]", "datasets[ogbn-arxiv]"} <= set(plans)
+    plan = plans["train@ogbn-arxiv-gcn"]
+    p = plan.params(real, 2)
+    assert p["experiments"]["ogbn-arxiv-gcn"]["train_cfg"]["epochs"] == 2
+    assert p["experiments"]["ogbn-arxiv-gcn"]["seeds"] == 1 and p["train"]["seeds"] == 1
+    back = copy.deepcopy(p)
+    back["experiments"]["ogbn-arxiv-gcn"] = real["experiments"]["ogbn-arxiv-gcn"]
+    back["train"] = real["train"]
+    assert back == real
+    assert plan.full == {"epochs": 500, "seeds": 10, "grid_points": 1, "runs": 10,
+                         "patience": None}
+    sweep = plans["sweep@amazon"]
+    assert sweep.runs_per_epoch == 1 and sweep.full["runs"] == 15
+    assert sweep.full["grid_points"] == len(real["sweeps"]["amazon"]["data_grid"]["split"]) == 5
+    assert sweep.params(real, 1)["sweeps"]["amazon"]["data_grid"] == {"split": [0.05]}
+    assert plans["timing"].params(real, 1)["timing"]["warmup"] == 0
+    assert plans["datasets[pku]"].params(real, 1)["datasets_table"]["datasets"] == ["pku"]
+
+
+def test_extrapolation():
+    plan = StagePlan("train@x", "train", "x", "pubmed", 1,
+                     {"epochs": 100, "seeds": 10, "grid_points": 1, "runs": 10})
+    rec = stage_record(plan, {1: 12.0, 3: 16.5}, {1: {"seconds_mean": 2.5},
+                                                  3: {"seconds_mean": 6.5}})
+    assert rec["seconds_per_epoch"] == pytest.approx(2.0)
+    assert rec["seconds_per_epoch_wall"] == pytest.approx(2.25)
+    assert rec["overhead_seconds"] == pytest.approx(16.5 - 3 * 2.0)
+    assert rec["full_run"]["estimated_seconds"] == pytest.approx(10.5 + 2.0 * 100 * 10)
+    assert "estimated_cpu_seconds" not in rec["full_run"]
+    rec = stage_record(plan, {1: 12.0, 3: 16.5}, {1: {"seconds_mean": 2.5},
+                                                  3: {"seconds_mean": 6.5}}, {1: 8.0, 3: 11.0})
+    assert rec["cpu_seconds_per_epoch"] == pytest.approx(1.5)  # a loaded machine: cpu < wall
+    assert rec["full_run"]["estimated_cpu_seconds"] == pytest.approx(6.5 + 1.5 * 100 * 10)
+    sweep = StagePlan("sweep@y", "sweep", "y", "amazon", 5,
+                      {"epochs": 500, "seeds": 3, "grid_points": 5, "runs": 15})
+    rec = stage_record(sweep, {1: 30.0, 2: 40.0}, {1: {}, 2: {}})
+    assert rec["seconds_per_epoch"] == pytest.approx(2.0)  # 10 s / 5 runs
+    assert rec["full_run"]["estimated_seconds"] == pytest.approx(20.0 + 2.0 * 500 * 15)
+    with pytest.raises(SystemExit):
+        check_out_path(REPO / "reports" / "tables" / "rehearsal.json")
+
+
+def test_peak_rss_is_the_childs_own(tmp_path):
+    ballast = np.ones(300 * 2**20, dtype=np.uint8)  # this process: > 300 MB resident
+    small = run_measured([sys.executable, "-c", "print(1)"], tmp_path, dict(os.environ),
+                         tmp_path / "small.log")
+    big = run_measured([sys.executable, "-c", "import numpy as np; "
+                        "print(np.ones(200 * 2**20, dtype=np.uint8).sum())"],
+                       tmp_path, dict(os.environ), tmp_path / "big.log")
+    assert ballast.sum() > 0 and small.ok and big.ok
+    assert small.peak_rss_bytes < 100 * 2**20  # the parent's 300 MB does not leak in
+    assert 200 * 2**20 < big.peak_rss_bytes < 350 * 2**20
+    assert big.log_tail().strip() == str(200 * 2**20)
+    failed = run_measured([sys.executable, "-c", "import sys; sys.exit(3)"], tmp_path,
+                          dict(os.environ), tmp_path / "failed.log")
+    assert failed.returncode == 3 and not failed.ok
+
+
+def _snapshot(folder: Path) -> dict[str, float]:
+    return {str(p): p.stat().st_mtime for p in folder.rglob("*") if p.is_file()}
+
+
+def test_runner_tiny_scale_real_stages(tmp_path):
+    before = _snapshot(REPO / "reports")
+    out = tmp_path / "rehearsal.json"
+    code = rehearsal_main(["--scale", str(SCALE), "--only", "train@pubmed-sgc",
+                           "--only", "datasets[pku]", "--out", str(out), "--repo", str(REPO),
+                           "--budgets", "1,2"])
+    report = json.loads(out.read_text())
+    assert code == 0 and report["complete"] and report["synthetic_data"]
+    assert report["check_max_peak_rss_gb_lt_16"] and report["all_stages_ok"]
+    stages = {s["stage"]: s for s in report["stages"]}
+    assert set(stages) == {"train@pubmed-sgc", "datasets[pku]"}
+    sgc = stages["train@pubmed-sgc"]
+    assert sgc["status"] == "ok" and sgc["epochs_measured"] == [1, 2]
+    assert set(sgc["wall_seconds"]) == {"1", "2"} and sgc["device"] == "cpu"
+    assert sgc["gpu_peak_gb"] is None and sgc["gpu_note"]
+    assert 0.05 < sgc["peak_rss_gb"] < 16 and sgc["seconds_per_epoch"] > 0
+    assert sgc["full_run"]["epochs"] == 100 and sgc["full_run"]["seeds"] == 10
+    assert sgc["full_run"]["estimated_seconds"] >= sgc["overhead_seconds"]
+    assert sgc["sizes"]["nodes"] == report["generation"]["datasets"]["pubmed"]["nodes"]
+    pku = stages["datasets[pku]"]
+    assert pku["loaded"]["nodes"] == report["generation"]["datasets"]["pku"]["nodes"]
+    assert report["machine"]["cpu_count"] >= 1 and report["machine"]["torch"]
+    assert any(r["dataset"] == "pku" for r in report["not_run"])
+    assert _snapshot(REPO / "reports") == before  # nothing written to reports/
