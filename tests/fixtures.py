@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 REPO = Path(__file__).resolve().parents[1]
 #: the offline mirror of raw files (CI: ../shared/datasets beside the clone)
@@ -260,3 +261,20 @@ def write_pku(path: Path, sentences: list[list[str]], newline: str = "\r\n") -> 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write(newline.join(lines) + newline)
+
+
+def block_model(n: int = 200, classes: int = 4, d: int = 60, seed: int = 0):
+    """Connected symmetric SBM graph (many degree-1 nodes), 0/1 features, labels."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, n)
+    p = np.where(y[:, None] == y[None, :], 0.05, 0.006)
+    upper = np.triu(rng.random((n, n)) < p, 1)
+    a = (upper | upper.T).astype(np.float32)
+    _, component = connected_components(a, directed=False)
+    main = np.flatnonzero(component == np.argmax(np.bincount(component)))
+    for c in set(component.tolist()) - {component[main[0]]}:  # connect: one edge per component
+        i, j = np.flatnonzero(component == c)[0], rng.choice(main)
+        a[i, j] = a[j, i] = 1.0
+    prototypes = rng.random((classes, d)) < 0.15
+    x = (rng.random((n, d)) < 0.05) | (prototypes[y] & (rng.random((n, d)) < 0.5))
+    return sp.csr_matrix(a), sp.csr_matrix(x.astype(np.float32)), y

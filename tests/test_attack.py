@@ -24,6 +24,7 @@ from twirls.attack.normalize import normalize, to_torch
 from twirls.compat import import_deeprobust
 from twirls.stages import attack as stage
 
+from fixtures import block_model
 from requires import needs_deeprobust, require
 
 N_FLIPS = 20
@@ -37,23 +38,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def block_model(n: int = 200, classes: int = 4, d: int = 60, seed: int = 0):
-    """Connected symmetric SBM graph (many degree-1 nodes), 0/1 features, labels."""
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, classes, n)
-    p = np.where(y[:, None] == y[None, :], 0.05, 0.006)
-    upper = np.triu(rng.random((n, n)) < p, 1)
-    a = (upper | upper.T).astype(np.float32)
-    _, component = sp.csgraph.connected_components(a, directed=False)
-    main = np.flatnonzero(component == np.argmax(np.bincount(component)))
-    for c in set(component.tolist()) - {component[main[0]]}:  # connect: one edge per component
-        i, j = np.flatnonzero(component == c)[0], rng.choice(main)
-        a[i, j] = a[j, i] = 1.0
-    prototypes = rng.random((classes, d)) < 0.15
-    x = (rng.random((n, d)) < 0.05) | (prototypes[y] & (rng.random((n, d)) < 0.5))
-    return sp.csr_matrix(a), sp.csr_matrix(x.astype(np.float32)), y
 
 
 @pytest.fixture(scope="module")

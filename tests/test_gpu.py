@@ -27,9 +27,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 import torch
-from scipy.sparse.csgraph import connected_components
 
 from twirls.attack import surrogate as sur
 from twirls.attack.metattack import Metattack, first_argmax
@@ -37,6 +35,8 @@ from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.models import MODELS, GraphOps, build_model, requires_dgl
 from twirls.train.device import cuda_status, pick_device
 from twirls.train.loop import TrainConfig, train_run
+
+from fixtures import block_model
 
 CUDA = torch.cuda.is_available()
 NO_CUDA = ("no CUDA GPU: torch.cuda.is_available() is False "
@@ -179,23 +179,6 @@ def run_experiment_on(preference: str, expected: str, monkeypatch) -> None:
 
 
 # ----------------------------------------------------------------------------- fast Mettack
-def block_model(n: int = 200, classes: int = 4, d: int = 60, seed: int = 0):
-    """Connected symmetric SBM graph, 0/1 features, labels (as in tests/test_attack.py)."""
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, classes, n)
-    p = np.where(y[:, None] == y[None, :], 0.05, 0.006)
-    upper = np.triu(rng.random((n, n)) < p, 1)
-    a = (upper | upper.T).astype(np.float32)
-    _, component = connected_components(a, directed=False)
-    main = np.flatnonzero(component == np.argmax(np.bincount(component)))
-    for c in set(component.tolist()) - {component[main[0]]}:  # connect: one edge per component
-        i, j = np.flatnonzero(component == c)[0], rng.choice(main)
-        a[i, j] = a[j, i] = 1.0
-    prototypes = rng.random((classes, d)) < 0.15
-    x = (rng.random((n, d)) < 0.05) | (prototypes[y] & (rng.random((n, d)) < 0.5))
-    return sp.csr_matrix(a), sp.csr_matrix(x.astype(np.float32)), y
-
-
 @pytest.fixture(scope="module")
 def attack_task():
     adj, x, y = block_model()

@@ -178,6 +178,10 @@ def test_extrapolation():
                                                   3: {"seconds_mean": 6.5}}, {1: 8.0, 3: 11.0})
     assert rec["cpu_seconds_per_epoch"] == pytest.approx(1.5)  # a loaded machine: cpu < wall
     assert rec["full_run"]["estimated_cpu_seconds"] == pytest.approx(6.5 + 1.5 * 100 * 10)
+    cheap = stage_record(plan, {1: 8.0, 3: 8.4}, {1: {"seconds_mean": 0.1},
+                                                  3: {"seconds_mean": 0.3}}, {1: 5.0, 3: 6.0})
+    assert cheap["seconds_per_epoch"] == pytest.approx(0.1)  # start-up noise: the share rule
+    assert cheap["cpu_seconds_per_epoch"] == pytest.approx(0.1 * 6.0 / 8.4, abs=1e-4)
     sweep = StagePlan("sweep@y", "sweep", "y", "amazon", 5,
                       {"epochs": 500, "seeds": 3, "grid_points": 5, "runs": 15})
     rec = stage_record(sweep, {1: 30.0, 2: 40.0}, {1: {}, 2: {}})

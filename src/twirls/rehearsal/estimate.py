@@ -49,23 +49,34 @@ def per_epoch_from_metrics(plan: StagePlan, metrics: dict[int, dict[str, Any]]
     return None, ""
 
 
+#: below this wall-clock difference between budgets, start-up noise (imports, params) swamps
+#: the CPU-time difference of the extra epochs
+NOISE_SECONDS = 2.0
+
+
 def cpu_estimate(plan: StagePlan, walls: dict[int, float], cpus: dict[int, float],
-                 wall_rate: float) -> dict[str, Any]:
+                 rate: float) -> dict[str, Any]:
     """The same extrapolation in CPU seconds (user + system of the stage's process), which
     other jobs on a shared machine do not inflate: for a one-thread stage, the wall time it
-    would take on an idle core. With one budget, the stage's epoch time scaled by that run's
-    CPU share."""
+    would take on an idle core (with ``t`` threads, up to ``t`` times less). Where the extra
+    epochs cost less than :data:`NOISE_SECONDS` (or there is one budget), the stage's seconds
+    per epoch ``rate`` scaled by the run's CPU share instead."""
     budgets = sorted(cpus)
     lo, hi = budgets[0], budgets[-1]
     runs = max(plan.runs_per_epoch, 1)
-    if hi > lo:
-        rate = max((cpus[hi] - cpus[lo]) / ((hi - lo) * runs), 0.0)
+    if hi > lo and walls[hi] - walls[lo] >= NOISE_SECONDS and cpus[hi] > cpus[lo]:
+        cpu_rate = (cpus[hi] - cpus[lo]) / ((hi - lo) * runs)
+        method = f"CPU-time difference between the {lo}- and {hi}-epoch runs"
     else:
-        rate = wall_rate * cpus[hi] / walls[hi] if walls[hi] > 0 else 0.0
-    overhead = max(cpus[hi] - rate * hi * runs, 0.0)
-    total = overhead + rate * plan.full["epochs"] * plan.full["runs"]
-    return {"cpu_seconds_per_epoch": round(rate, 4), "cpu_overhead_seconds": round(overhead, 2),
-            "estimated_cpu_seconds": round(total, 1), "estimated_cpu_hours": round(total / 3600, 2)}
+        cpu_rate = rate * cpus[hi] / walls[hi] if walls[hi] > 0 else 0.0
+        method = (f"seconds per epoch x the {hi}-epoch run's CPU share "
+                  f"({cpus[hi]:.1f} CPU s / {walls[hi]:.1f} s)")
+    overhead = max(cpus[hi] - cpu_rate * hi * runs, 0.0)
+    total = overhead + cpu_rate * plan.full["epochs"] * plan.full["runs"]
+    return {"cpu_seconds_per_epoch": round(cpu_rate, 4),
+            "cpu_overhead_seconds": round(overhead, 2), "cpu_method": method,
+            "estimated_cpu_seconds": round(total, 1),
+            "estimated_cpu_hours": round(total / 3600, 2)}
 
 
 def stage_record(plan: StagePlan, walls: dict[int, float], metrics: dict[int, dict[str, Any]],
