@@ -207,12 +207,14 @@ def test_peak_rss_is_the_childs_own(tmp_path):
     assert failed.returncode == 3 and not failed.ok
 
 
-def _snapshot(folder: Path) -> dict[str, float]:
-    return {str(p): p.stat().st_mtime for p in folder.rglob("*") if p.is_file()}
+def _snapshot() -> dict[str, float]:
+    """mtimes of reports/results.csv and everything under reports/tables."""
+    paths = [*(REPO / "reports" / "tables").rglob("*"), REPO / "reports" / "results.csv"]
+    return {str(p): p.stat().st_mtime for p in paths if p.is_file()}
 
 
 def test_runner_tiny_scale_real_stages(tmp_path):
-    before = _snapshot(REPO / "reports")
+    before = _snapshot()
     out = tmp_path / "rehearsal.json"
     code = rehearsal_main(["--scale", str(SCALE), "--only", "train@pubmed-sgc",
                            "--only", "datasets[pku]", "--out", str(out), "--repo", str(REPO),
@@ -234,4 +236,4 @@ def test_runner_tiny_scale_real_stages(tmp_path):
     assert pku["loaded"]["nodes"] == report["generation"]["datasets"]["pku"]["nodes"]
     assert report["machine"]["cpu_count"] >= 1 and report["machine"]["torch"]
     assert any(r["dataset"] == "pku" for r in report["not_run"])
-    assert _snapshot(REPO / "reports") == before  # nothing written to reports/
+    assert _snapshot() == before  # nothing written to reports/tables or results.csv

@@ -381,8 +381,12 @@ def main(argv: list[str] | None = None) -> int:
                             "to reports/tables or reports/results.csv",
             "command": command, "complete": False, "scale": args.scale, "seed": args.seed,
             "budgets_epochs": budgets,
-            "budget_note": (f"each stage runs once per budget ({budgets} epochs, 1 seed, the "
-                            "whole grid for sweeps); see estimate.py for the extrapolation"),
+            "budget_note": (f"each stage runs once per budget ({budgets} epochs, 1 seed; sweeps "
+                            "on the first point of their data_grid) unless one epoch takes more "
+                            f"than {args.max_epoch_seconds:.0f} s (then the first budget only); "
+                            "twirls/rehearsal/estimate.py gives the extrapolation. "
+                            "estimated_cpu_* count CPU seconds, which other jobs on the shared "
+                            "machine do not inflate (= idle wall time for 1-thread stages)"),
             "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec="seconds"),
             "machine": machine_info(),
