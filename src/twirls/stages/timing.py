@@ -34,10 +34,11 @@ import torch
 from tqdm import tqdm
 
 from twirls.data.registry import DatasetUnavailable, load_dataset
-from twirls.models import GraphOps, build_model, requires_dgl
+from twirls.models import GraphOps, build_model
 from twirls.params import load_params
 from twirls.reports.results import Cell, write_cells
 from twirls.train.device import stage_device
+from twirls.train.experiment import model_needs_dgl
 from twirls.train.outputs import write_json
 from twirls.train.timing import EpochTimer, random_task, time_round_robin
 
@@ -77,10 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     on_device: dict[torch.device, tuple] = {}  # the graph and tensors, once per device used
     timers, devices = [], {}
     for label, spec in cfg["models"].items():
-        try:
-            needs_dgl = requires_dgl(spec["model"])
-        except KeyError as exc:
-            raise SystemExit(f"timing.models.{label}: {exc.args[0]}") from None
+        needs_dgl = model_needs_dgl(spec, f"timing.models.{label}")
         device = stage_device(params["device"], needs_dgl=needs_dgl, who=f"timing {label}")
         if device not in on_device:
             on_device[device] = (GraphOps.from_graph(g, device=device), x_cpu.to(device),
