@@ -42,11 +42,11 @@ def copy_repo(dest: Path, params_override: dict) -> Path:
     return dest
 
 
-def env(cwd: Path) -> dict[str, str]:
+def env(cwd: Path, mirror: Path | None = None) -> dict[str, str]:
     out = dict(os.environ)
     out["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{out.get('PATH', '')}"
     out["PYTHONPATH"] = str(cwd / "src")  # the copy's own code, not the editable install
-    out["TWIRLS_DATA_MIRROR"] = str(MIRROR)
+    out["TWIRLS_DATA_MIRROR"] = str(mirror or MIRROR)
     out.update(DVC_NO_ANALYTICS="1", OUTDATED_IGNORE="1", GIT_AUTHOR_NAME="e2e",
                GIT_AUTHOR_EMAIL="e2e@localhost", GIT_COMMITTER_NAME="e2e",
                GIT_COMMITTER_EMAIL="e2e@localhost")
@@ -63,3 +63,10 @@ def dvc(cwd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProc
     if proc.returncode != 0:
         raise AssertionError(f"dvc {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def run_dvc(cwd: Path, *args: str, mirror: Path | None = None,
+            timeout: float = 900) -> subprocess.CompletedProcess:
+    """``dvc <args>`` whose failure the test inspects (``mirror``: another data mirror)."""
+    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, env=env(cwd, mirror),
+                          capture_output=True, text=True, timeout=timeout)

@@ -27,21 +27,22 @@ pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not MIRROR.is_dir(), reason=f"no offline mirror at {MIRROR}"),
               needs("dvc", "the dvc CLI (and its celery queue) shares the runs")]
 
-TRAIN = "train@cora-tiny"
-OUTPUTS = ("results/train/cora-tiny.json", "metrics/train/cora-tiny.json",
-           "plots/train/cora-tiny.csv")
+TRAIN = "table2@cora-tiny"
+OUTPUTS = ("results/table2/cora-tiny.json", "metrics/table2/cora-tiny.json",
+           "plots/table2/cora-tiny.csv")
 TINY = {  # merged over params.yaml in the copies (e2e.copy_repo); the foreach dicts left empty
-    "_replace": ["experiments", "robust", "robust_attn", "sweeps"],
+    "_replace": ["table2", "table3", "table9", "table10", "variants", "variants-attacked"],
     "fetch": {"datasets": ["cora"]},
-    "datasets_table": {"datasets": ["cora"]},
+    "table5": {"datasets": ["cora"]},
     "attack": {"datasets": [], "implementation": "prognn"},
     "train": {"seeds": 1},
-    "experiments": {"cora-tiny": {
-        "dataset": "cora", "split": "public", "model": "twirls",
+    "table2": {"cora-tiny": {
+        "dataset": "cora", "model": "twirls",
         "cells": {"standard-benchmarks": "TWIRLS-base"},
         "model_cfg": {"steps": 2, "lam": 1.0, "alpha": 1.0, "mlp_before": 1},
         "train_cfg": {"epochs": 3, "lr": 0.1}}},
-    "robust": {}, "robust_attn": {}, "sweeps": {},
+    "table3": {}, "table9": {}, "table10": {}, "variants": {}, "variants-attacked": {},
+    "table4": {"datasets": []},
 }
 
 
@@ -69,7 +70,7 @@ def lab(tmp_path_factory):
     copy_repo(gpu, TINY)
     hub, store = root / "hub.git", root / "dvc-store"
     dvc(gpu, "remote", "add", "-d", "store", str(store))  # written to .dvc/config, committed
-    repro = dvc(gpu, "repro", "--glob", "train@cora-*").stdout  # the GPU box's stages only
+    repro = dvc(gpu, "repro", "--glob", "table2@cora-*").stdout  # the GPU box's stages only
     git(gpu, "add", "-A")
     git(gpu, "commit", "-qm", "cora-tiny trained on the GPU box")
     push = dvc(gpu, "push", "--run-cache").stdout
@@ -205,7 +206,7 @@ def test_parameter_grid_with_the_queue(lab, grid):
     assert set(exps) == set(GRID)
     for name, seeds in GRID.items():
         assert exps[name]["params"]["params.yaml"]["data"]["train"]["seeds"] == seeds
-        metrics = exps[name]["metrics"]["metrics/train/cora-tiny.json"]["data"]
+        metrics = exps[name]["metrics"]["metrics/table2/cora-tiny.json"]["data"]
         assert metrics["status"] == "ok" and metrics["runs"] == seeds
     # the queue ran in temporary workspaces: the GPU box's own workspace is untouched
     assert git_out(lab.gpu, "status", "--porcelain") == ""
@@ -233,7 +234,7 @@ def test_run_cache_restores_a_run_when_every_output_is_cached(tmp_path):
     copy_repo(gpu, TINY)
     dvc_yaml = (gpu / "dvc.yaml").read_text()
     uncached = [f"        - {path}:\n            cache: false\n" for path in (
-        "results/train/${key}.json", "plots/train/${key}.csv", "metrics/train/${key}.json")]
+        "results/table2/${key}.json", "plots/table2/${key}.csv", "metrics/table2/${key}.json")]
     for block in uncached:
         assert block in dvc_yaml
         dvc_yaml = dvc_yaml.replace(block, block.split(":\n")[0] + "\n")

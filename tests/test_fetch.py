@@ -127,10 +127,12 @@ def test_unknown_checksum_is_pinned_on_first_download_then_enforced(tmp_path, se
     e = entry(url=f"{server}/toy.bin", checksum="")
     fetch_file(e, tmp_path / "raw", None, pins)
     assert fetch.read_pins(pins) == {e.url: sha(PAYLOAD)}
-    # the pinned hash now protects later downloads
+    # the pinned hash now protects the file: a tampered copy is set aside and fetched again
     (tmp_path / "raw" / "toy.bin").write_bytes(b"tampered")
-    with pytest.raises(ChecksumError):
-        fetch_file(e, tmp_path / "raw", None, pins)
+    damaged = tmp_path / "damaged"
+    assert fetch_file(e, tmp_path / "raw", None, pins, damaged=damaged) == e.url
+    assert (tmp_path / "raw" / "toy.bin").read_bytes() == PAYLOAD
+    assert (damaged / "toy.bin.1").read_bytes() == b"tampered"
 
 
 def test_unreachable_url_names_url_and_where_to_put_the_file(tmp_path):

@@ -1,50 +1,137 @@
-"""Every model entry of the committed ``params.yaml`` is valid before anything runs: a typo in a
-key of one of ~90 stages would otherwise surface hours into ``dvc repro``."""
+"""``params.yaml`` against the one schema: the committed file is valid (every model entry builds
+with its settings), and each kind of mistake a user makes with ``-S`` or an editor is one line
+naming the key, the value and what is allowed, before anything expensive runs."""
 
 from __future__ import annotations
+
+import copy
+import subprocess
+import sys
 
 import pytest
 import yaml
 
+from twirls.config.entries import attacked_twirls_entry, table4_entry, train_entry
+from twirls.config.schema import ATTACKED_GROUPS, TRAIN_GROUPS, ConfigError, check_params
+from twirls.data.defaults import DATASET_DEFAULTS
 from twirls.data.registry import LOADERS
-from twirls.models import MODELS, build_model, requires_dgl
 from twirls.reports.render import EXTRA_TABLES
 from twirls.reports.results import read_paper
-from twirls.train.loop import TrainConfig
 
 from fixtures import REPO
-from requires import needs
 
 PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
-NEEDS_DGL = needs("dgl", "GAT and GraphSAGE run on DGL's layers")
 
 
-def model_entries() -> list[tuple[str, dict]]:
-    entries = [(f"experiments.{k}", v) for k, v in PARAMS["experiments"].items()]
-    entries += [(f"robust_attn.{k}", v) for k, v in PARAMS["robust_attn"].items()]
-    for name, sweep in PARAMS["sweeps"].items():
-        entries += [(f"sweeps.{name}.{c}", {**spec, "dataset": sweep["dataset"]})
-                    for c, spec in sweep["curves"].items()]
-    entries += [(f"timing.models.{k}", {**v, "dataset": "ogbn-arxiv"})
-                for k, v in PARAMS["timing"]["models"].items()]
-    return entries
+def test_committed_params_pass_the_schema():
+    check_params(PARAMS)  # builds every model entry with its settings on a toy graph
 
 
-def needing_dgl(where: str, entry: dict):
-    """The parameter set of one entry, marked to skip without DGL for GAT and GraphSAGE."""
-    dgl = entry.get("model") in MODELS and requires_dgl(entry["model"])
-    return pytest.param(where, entry, marks=[NEEDS_DGL] if dgl else [])
+def test_every_dataset_has_its_defaults_stated_once():
+    assert set(DATASET_DEFAULTS) == set(LOADERS)
+    for group in TRAIN_GROUPS:
+        for name, entry in PARAMS[group].items():
+            for key, value in DATASET_DEFAULTS[entry["dataset"]].items():
+                assert entry.get(key, object()) != value, f"{group}.{name}.{key}: a default"
 
 
-@pytest.mark.parametrize(("where", "entry"), [needing_dgl(*e) for e in model_entries()],
-                         ids=lambda v: v if isinstance(v, str) else "")
-def test_every_model_entry_builds_and_trains_with_its_settings(where, entry):
-    assert entry["dataset"] in LOADERS, where
-    build_model(entry["model"], entry.get("model_cfg"), 8, 3, num_nodes=10)
-    TrainConfig.from_config(entry.get("train_cfg"))
+def all_entries() -> list[tuple[str, dict]]:
+    out = [(f"{g}.{k}", train_entry(e)) for g in TRAIN_GROUPS for k, e in PARAMS[g].items()]
+    t4 = PARAMS["table4"]
+    for d in t4["datasets"]:
+        for g in t4["graphs"]:
+            out += [(f"table4[{d},{g},{m}]", table4_entry(t4, d, g, m))
+                    for m in [*t4["defenses"], "twirls-base", "twirls"]]
+    out += [(f"{g}.{k}", attacked_twirls_entry(e, t4))
+            for g in ATTACKED_GROUPS for k, e in PARAMS[g].items()]
+    return out
 
 
-def test_every_cell_of_an_experiment_names_a_table_of_the_report():
+def test_every_cell_names_a_table_of_the_report_and_no_cell_is_claimed_twice():
     tables = set(read_paper()["table"]) | set(EXTRA_TABLES)
-    for name, exp in PARAMS["experiments"].items():
-        assert set(exp["cells"]) <= tables, name
+    seen: dict[tuple[str, str, str], str] = {}
+    for where, entry in all_entries():
+        assert set(entry["cells"]) <= tables, where
+        for table, label in entry["cells"].items():
+            key = (table, entry["dataset"], label)
+            assert key not in seen, f"{where} and {seen.get(key)} both fill {key}"
+            seen[key] = where
+
+
+def test_table4_grid_composes_complete_entries():
+    t4 = PARAMS["table4"]
+    gcn = table4_entry(t4, "nettack-cora", "clean", "gcn-svd")
+    assert gcn == {"dataset": "nettack-cora", "graph": "clean", "seeds": 3,
+                   "cells": {"attack-clean": "GCN-SVD"}, "defense": "gcn-svd",
+                   "feature_norm": "none"}
+    twirls = table4_entry(t4, "nettack-citeseer", "fast", "twirls")
+    assert twirls["model"] == "twirls" and twirls["model_cfg"]["steps"] == 64
+    assert twirls["cells"] == {"attack": "TWIRLS", **t4["also"]["fast"]}
+    base = table4_entry(t4, "nettack-citeseer", "fast", "twirls-base")
+    assert base["cells"] == {"attack": "TWIRLS-base"}  # `also` is the attention row's only
+    ref = attacked_twirls_entry(PARAMS["variants-attacked"]["nettack-cora-ref"], t4)
+    assert ref["model_cfg"] == {**t4["twirls"]["nettack-cora"]["model_cfg"],
+                                "variant": "reference"}
+
+
+def with_value(path: str, value) -> dict:
+    params = copy.deepcopy(PARAMS)
+    *parents, last = path.split(".")
+    node = params
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return params
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    ("attention.p", "abc", "attention.p = 'abc': expected a number >= 0 and <= 2"),
+    ("attention.p", -1, "attention.p = -1: expected a number >= 0 and <= 2"),
+    ("attention.tau", 0, "attention.tau = 0: expected a number > 0"),
+    ("attention.T", 0.1, "params.yaml: attention: attention config: T must be >= tau"),
+    ("train.seeds", 0, "train.seeds = 0: expected an integer >= 1"),
+    ("threads", 1.5, "threads = 1.5: expected an integer >= 1"),
+    ("device", "gpu", "device = 'gpu': unknown device (did you mean 'cpu'?); allowed: auto, "
+                      "cpu, cuda"),
+    ("attack.rate", 1.2, "attack.rate = 1.2: expected a number > 0 and < 1"),
+    ("attack.implementation", "fats", "unknown implementation (did you mean 'fast'?)"),
+    ("table2.cora-gcn.model", "gcnn", "table2.cora-gcn.model = 'gcnn': unknown model "
+                                     "(did you mean 'gcn'?)"),
+    ("table3.texas-twirls-base.model", "twirlz", "unknown model (did you mean 'twirls'?)"),
+    ("table2.cora-gcn.dataset", "coro", "unknown dataset (did you mean 'cora'?)"),
+    ("table2.cora-gcn.train_cfg.lr", "1e-3", "expected a number > 0 (PyYAML reads 1e-3 as a "
+                                             "string: write 1.0e-3)"),
+    ("table2.cora-gcn.train_cfg.epohcs", 10, "unknown key (did you mean 'epochs'?)"),
+    ("table2.cora-gcn.model_cfg.hiden", 8, "GCN config: unknown key 'hiden'. Did you mean "
+                                           "'hidden'?"),
+    ("table2.cora-gcn.seeds", 0, "table2.cora-gcn.seeds = 0: expected an integer >= 1"),
+    ("table4.defenses", ["gcn", "gnnguar"], "unknown defense (did you mean 'gnnguard'?)"),
+    ("table4.graphs", ["fast", "attacked"], "table4.graphs[1] = 'attacked': unknown graph"),
+    ("table9.nettack-cora-Tinf.attention.T", -2, "expected a number > 0"),
+    ("table8.curves.TWIRLS-base.grid.steps", [], "expected a non-empty list of values"),
+    ("table11.graph", "arxiv", "table11.graph = 'arxiv': unknown graph"),
+    ("table5.datasets", ["cora", "citeser"], "unknown dataset (did you mean 'citeseer'?)"),
+    ("tabel2", {}, "tabel2 = 'tabel2': unknown top-level key (did you mean 'table2'?)"),
+])
+def test_each_kind_of_mistake_is_one_line_naming_key_value_and_what_is_allowed(path, value,
+                                                                               message):
+    with pytest.raises(ConfigError) as err:
+        check_params(with_value(path, value))
+    text = str(err.value)
+    assert message in text and "\n" not in text and text.startswith("params.yaml: ")
+
+
+def test_check_params_stage_fails_fast_with_one_line_and_no_traceback(tmp_path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text(yaml.safe_dump(with_value("attention.p", "abc")))
+    out = tmp_path / "check.json"
+    proc = subprocess.run([sys.executable, "-m", "twirls.stages.check_params", "--params",
+                           str(bad), "--out", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 1 and not out.exists()
+    assert proc.stderr.strip().splitlines() == [
+        "error: params.yaml: attention.p = 'abc': expected a number >= 0 and <= 2"]
+    good = tmp_path / "good.yaml"
+    good.write_text((REPO / "params.yaml").read_text())
+    proc = subprocess.run([sys.executable, "-m", "twirls.stages.check_params", "--params",
+                           str(good), "--out", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0 and out.exists(), proc.stderr

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from e2e import MIRROR, REPO, copy_repo, dvc
+from e2e import MIRROR, REPO, copy_repo, dvc, run_dvc
 from requires import needs
 
 pytestmark = [pytest.mark.e2e,
@@ -29,7 +29,9 @@ def repo(tmp_path_factory):
 
 def test_dag_shows_the_stages(repo):
     dag = dvc(repo, "dag").stdout
-    for stage in ("fetch@cora", "fetch@pubmed", "datasets", "train@texas-twirls", "report"):
+    for stage in ("check-params", "fetch@cora", "fetch@pubmed", "table5", "table3@texas-twirls",
+                  "table4@nettack-cora-fast-gcn-jaccard", "table4-twirls@nettack-cora-fast",
+                  "report"):
         assert stage in dag
 
 
@@ -62,13 +64,13 @@ def test_results_and_index(repo):
 
 
 def test_sweep_draws_its_figure(repo):
-    assert (repo / "reports" / "figures" / "propagation-steps-cora.png").stat().st_size > 1000
+    assert (repo / "reports" / "figures" / "figure2.png").stat().st_size > 1000
     index = (repo / "reports" / "README.md").read_text()
-    assert "[propagation-steps-cora.png](figures/propagation-steps-cora.png)" in index
+    assert "[figure2.png](figures/figure2.png)" in index
 
 
 def test_sweep_over_a_data_grid_makes_one_point_per_chain_length(repo):
-    metrics = json.loads((repo / "metrics" / "sweep" / "chains.json").read_text())
+    metrics = json.loads((repo / "metrics" / "chains.json").read_text())
     assert metrics["status"] == "ok"
     assert sorted(metrics["points"]) == ["TWIRLS*-base {'length': 10}",
                                          "TWIRLS*-base {'length': 12}"]
@@ -96,17 +98,17 @@ def test_energy_stage_traces_and_figure(repo):
 
 
 def test_metrics_and_plots_for_dvc(repo):
-    metrics = json.loads((repo / "metrics" / "train" / "cora-twirls-base-k2.json").read_text())
+    metrics = json.loads((repo / "metrics" / "table2" / "cora-twirls-base-k2.json").read_text())
     assert metrics["status"] == "ok" and metrics["runs"] == 2
-    assert "metrics/train/cora-twirls-base-k2.json" in dvc(repo, "metrics", "show").stdout
-    history = pd.read_csv(repo / "plots" / "train" / "cora-twirls-base-k2.csv")
+    assert "metrics/table2/cora-twirls-base-k2.json" in dvc(repo, "metrics", "show").stdout
+    history = pd.read_csv(repo / "plots" / "table2" / "cora-twirls-base-k2.csv")
     assert history["epoch"].tolist() == list(range(15))
     assert {"loss", "train", "val", "test"} <= set(history.columns)
 
 
 def test_second_repro_is_a_no_op_except_fetch_checks(repo):
     out = dvc(repo, "repro").stdout
-    assert "Running stage 'datasets'" not in out and "Running stage 'report'" not in out
+    assert "Running stage 'table5'" not in out and "Running stage 'report'" not in out
 
 
 def test_attention_experiment_reruns_only_attention_stages(repo):
@@ -114,7 +116,54 @@ def test_attention_experiment_reruns_only_attention_stages(repo):
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
     ran = {s for s in ran if not s.startswith("fetch@")}  # fetch only re-verifies checksums
     # exactly the stages that declare `attention` (and the report, which reads their results)
-    assert ran == {"robust-attn@nettack-cora-fast-twirls", "attention-figures", "energy",
-                   "report"}
+    assert ran == {"table4-twirls@nettack-cora-fast", "table9@nettack-cora-Tinf",
+                   "attention-figures", "energy", "report"}
     shown = dvc(repo, "exp", "show", "--csv").stdout
     assert "attention.p" in shown and "0.2" in shown
+
+
+def test_bad_param_fails_before_any_fetch_with_one_line(repo):
+    params = repo / "params.yaml"
+    good = params.read_text()
+    try:
+        params.write_text(good.replace("  p: 0.2\n", "  p: abc\n").replace("  p: 0.1\n",
+                                                                          "  p: abc\n"))
+        proc = run_dvc(repo, "repro")
+    finally:
+        params.write_text(good)
+    assert proc.returncode != 0
+    assert "Running stage 'fetch@" not in proc.stdout  # nothing expensive ran first
+    assert "error: params.yaml: attention.p = 'abc': expected a number >= 0 and <= 2" in (
+        proc.stderr + proc.stdout)
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_damaged_file_is_repaired_and_nothing_reruns(repo):
+    x = repo / "data" / "raw" / "cora" / "ind.cora.x"
+    good = x.read_bytes()
+    x.write_bytes(good + b"garbage")
+    proc = run_dvc(repo, "repro", "fetch@cora")
+    assert proc.returncode == 0, proc.stderr
+    assert x.read_bytes() == good
+    assert "ind.cora.x" in proc.stderr + proc.stdout  # one line says what was repaired
+    status = run_dvc(repo, "status", "table2@cora-twirls-base-k2").stdout
+    assert "changed" not in status
+
+
+def test_unrepairable_file_fails_loudly_and_keeps_the_measured_result(repo, tmp_path):
+    x = repo / "data" / "raw" / "cora" / "ind.cora.x"
+    result = repo / "results" / "table2" / "cora-twirls-base-k2.json"
+    before = result.read_bytes()
+    good = x.read_bytes()
+    x.write_bytes(good + b"garbage")
+    try:
+        proc = run_dvc(repo, "repro", "fetch@cora", mirror=tmp_path)  # an empty mirror
+        assert proc.returncode != 0
+        assert "damaged" in proc.stderr + proc.stdout
+        proc = run_dvc(repo, "repro", "-s", "table2@cora-twirls-base-k2", mirror=tmp_path)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        assert result.read_bytes() == before or not result.exists()
+        assert "no-data" not in (result.read_text() if result.exists() else "")
+    finally:
+        x.write_bytes(good)
+        run_dvc(repo, "repro", "fetch@cora")

@@ -19,6 +19,7 @@ import pytest
 import torch
 import yaml
 
+from twirls.config.schema import TRAIN_GROUPS, check_params
 from twirls.data.registry import load_dataset
 from twirls.rehearsal import generate as gen
 from twirls.rehearsal.estimate import stage_record
@@ -142,30 +143,38 @@ def test_generation_is_deterministic(tmp_path):
 def test_budget_params_change_only_the_budget():
     real = yaml.safe_load((REPO / "params.yaml").read_text())
     plans = {p.stage: p for p in all_plans(real)}
-    wanted = {f"train@{k}" for k, e in real["experiments"].items()
+    wanted = {f"{group}@{k}" for group in TRAIN_GROUPS for k, e in real[group].items()
               if e["dataset"] in ("pubmed", "ogbn-arxiv")}
-    assert wanted and wanted <= set(plans)
-    assert {"sweep@amazon", "timing", "datasets[pku]", "datasets[ogbn-arxiv]"} <= set(plans)
-    plan = plans["train@ogbn-arxiv-gcn"]
+    assert {"table2@ogbn-arxiv-gcn", "table2@pubmed-gcn", "table10@pubmed-twirls-base-k2"} <= wanted
+    assert wanted <= set(plans)
+    assert {"figure3", "table11", "table5[pku]", "table5[ogbn-arxiv]"} <= set(plans)
+    assert not [s for s in plans if s.startswith(("train@", "sweep@", "timing", "datasets"))]
+    assert plans["figure3"].argv("RAW", "OUT")[:2] == ["twirls.stages.sweep", "figure3"]
+    assert plans["table2@ogbn-arxiv-gcn"].argv("RAW", "OUT")[:3] == [
+        "twirls.stages.train", "table2", "ogbn-arxiv-gcn"]
+    plan = plans["table2@ogbn-arxiv-gcn"]
     p = plan.params(real, 2)
-    assert p["experiments"]["ogbn-arxiv-gcn"]["train_cfg"]["epochs"] == 2
-    assert p["experiments"]["ogbn-arxiv-gcn"]["seeds"] == 1 and p["train"]["seeds"] == 1
+    assert p["table2"]["ogbn-arxiv-gcn"]["train_cfg"]["epochs"] == 2
+    assert p["table2"]["ogbn-arxiv-gcn"]["seeds"] == 1 and p["train"]["seeds"] == 1
     back = copy.deepcopy(p)
-    back["experiments"]["ogbn-arxiv-gcn"] = real["experiments"]["ogbn-arxiv-gcn"]
+    back["table2"]["ogbn-arxiv-gcn"] = real["table2"]["ogbn-arxiv-gcn"]
     back["train"] = real["train"]
     assert back == real
     assert plan.full == {"epochs": 500, "seeds": 10, "grid_points": 1, "runs": 10,
                          "patience": None}
-    sweep = plans["sweep@amazon"]
+    assert plans["table2@pubmed-gcnii"].full["seeds"] == 3  # the entry's own seeds
+    sweep = plans["figure3"]
     assert sweep.runs_per_epoch == 1 and sweep.full["runs"] == 15
-    assert sweep.full["grid_points"] == len(real["sweeps"]["amazon"]["data_grid"]["split"]) == 5
-    assert sweep.params(real, 1)["sweeps"]["amazon"]["data_grid"] == {"split": [0.05]}
-    assert plans["timing"].params(real, 1)["timing"]["warmup"] == 0
-    assert plans["datasets[pku]"].params(real, 1)["datasets_table"]["datasets"] == ["pku"]
+    assert sweep.full["grid_points"] == len(real["figure3"]["data_grid"]["split"]) == 5
+    assert sweep.params(real, 1)["figure3"]["data_grid"] == {"split": [0.05]}
+    assert plans["table11"].params(real, 1)["table11"]["warmup"] == 0
+    assert plans["table5[pku]"].params(real, 1)["table5"]["datasets"] == ["pku"]
+    for stage in ("table2@ogbn-arxiv-gcn", "figure3", "table11", "table5[pku]"):
+        check_params(plans[stage].params(real, 1))  # the schema accepts the budget params
 
 
 def test_extrapolation():
-    plan = StagePlan("train@x", "train", "x", "pubmed", 1,
+    plan = StagePlan("table2@x", "train", "x", "pubmed", 1,
                      {"epochs": 100, "seeds": 10, "grid_points": 1, "runs": 10})
     rec = stage_record(plan, {1: 12.0, 3: 16.5}, {1: {"seconds_mean": 2.5},
                                                   3: {"seconds_mean": 6.5}})
@@ -182,7 +191,7 @@ def test_extrapolation():
                                                   3: {"seconds_mean": 0.3}}, {1: 5.0, 3: 6.0})
     assert cheap["seconds_per_epoch"] == pytest.approx(0.1)  # start-up noise: the share rule
     assert cheap["cpu_seconds_per_epoch"] == pytest.approx(0.1 * 6.0 / 8.4, abs=1e-4)
-    sweep = StagePlan("sweep@y", "sweep", "y", "amazon", 5,
+    sweep = StagePlan("figure3", "sweep", "figure3", "amazon", 5,
                       {"epochs": 500, "seeds": 3, "grid_points": 5, "runs": 15})
     rec = stage_record(sweep, {1: 30.0, 2: 40.0}, {1: {}, 2: {}})
     assert rec["seconds_per_epoch"] == pytest.approx(2.0)  # 10 s / 5 runs
@@ -216,23 +225,29 @@ def _snapshot() -> dict[str, float]:
 def test_runner_tiny_scale_real_stages(tmp_path):
     before = _snapshot()
     out = tmp_path / "rehearsal.json"
-    code = rehearsal_main(["--scale", str(SCALE), "--only", "train@pubmed-sgc",
-                           "--only", "datasets[pku]", "--out", str(out), "--repo", str(REPO),
+    kept = {"status": "ok", "peak_rss_gb": 1.0, "full_run": {"estimated_seconds": 1.0}}
+    out.write_text(json.dumps({"scale": SCALE, "stages": [  # an earlier --only run's report
+        {**kept, "stage": "table11"}, {**kept, "stage": "timing"},  # the old name: dropped
+        {**kept, "stage": "table2@pubmed-sgc", "peak_rss_gb": 99.0}]}))  # re-measured
+    code = rehearsal_main(["--scale", str(SCALE), "--only", "table2@pubmed-sgc",
+                           "--only", "table5[pku]", "--out", str(out), "--repo", str(REPO),
                            "--budgets", "1,2"])
     report = json.loads(out.read_text())
     assert code == 0 and report["complete"] and report["synthetic_data"]
     assert report["check_max_peak_rss_gb_lt_16"] and report["all_stages_ok"]
     stages = {s["stage"]: s for s in report["stages"]}
-    assert set(stages) == {"train@pubmed-sgc", "datasets[pku]"}
-    sgc = stages["train@pubmed-sgc"]
+    assert set(stages) == {"table2@pubmed-sgc", "table5[pku]", "table11"}
+    assert len(report["stages"]) == 3 and stages["table11"] == {**kept, "stage": "table11"}
+    sgc = stages["table2@pubmed-sgc"]
     assert sgc["status"] == "ok" and sgc["epochs_measured"] == [1, 2]
     assert set(sgc["wall_seconds"]) == {"1", "2"} and sgc["device"] == "cpu"
     assert sgc["gpu_peak_gb"] is None and sgc["gpu_note"]
     assert 0.05 < sgc["peak_rss_gb"] < 16 and sgc["seconds_per_epoch"] > 0
+    assert "metrics/table2/pubmed-sgc.json" in sgc["per_epoch_method"]
     assert sgc["full_run"]["epochs"] == 100 and sgc["full_run"]["seeds"] == 10
     assert sgc["full_run"]["estimated_seconds"] >= sgc["overhead_seconds"]
     assert sgc["sizes"]["nodes"] == report["generation"]["datasets"]["pubmed"]["nodes"]
-    pku = stages["datasets[pku]"]
+    pku = stages["table5[pku]"]
     assert pku["loaded"]["nodes"] == report["generation"]["datasets"]["pku"]["nodes"]
     assert report["machine"]["cpu_count"] >= 1 and report["machine"]["torch"]
     assert any(r["dataset"] == "pku" for r in report["not_run"])

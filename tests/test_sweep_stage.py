@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from twirls.data.registry import STATUS_FILE
 
 from fixtures import write_amazon
@@ -26,11 +24,11 @@ AMAZON = {
 def run_sweep(tmp_path, monkeypatch, sweep: dict) -> dict:
     from twirls.stages import sweep as stage
 
-    params = {"sweeps": {"s": sweep}, "threads": 1, "train": {"seeds": 1}, "device": "cpu"}
-    monkeypatch.setattr(stage, "load_params", lambda name: params)
+    params = {"s": sweep, "threads": 1, "train": {"seeds": 1}, "device": "cpu"}
+    monkeypatch.setattr(stage, "open_stage", lambda name: params)
     monkeypatch.chdir(tmp_path)
     assert stage.main(["s", "--raw", str(tmp_path / "raw")]) == 0
-    return json.loads((tmp_path / "metrics" / "sweep" / "s.json").read_text())
+    return json.loads((tmp_path / "metrics" / "s.json").read_text())
 
 
 def fetched(tmp_path, name: str):
@@ -59,10 +57,17 @@ def test_split_grid_on_missing_data_draws_a_no_data_figure(tmp_path, monkeypatch
     assert (tmp_path / "reports" / "figures" / "s.png").stat().st_size > 1000
 
 
-def test_unknown_data_option_is_one_clear_message(tmp_path, monkeypatch):
+def test_unknown_data_option_is_one_clear_message(tmp_path, monkeypatch, capsys):
     fetched(tmp_path, "chains")
     sweep = {"dataset": "chains", "split": "ignn", "data_grid": {"lenght": [10]},
              "curves": {"SGC": {"model": "sgc", "model_cfg": {"steps": 2},
                                 "train_cfg": {"epochs": 2}}}}
-    with pytest.raises(SystemExit, match="sweep s: dataset 'chains' has no option 'lenght'"):
-        run_sweep(tmp_path, monkeypatch, sweep)
+    from twirls.stages import sweep as stage
+
+    monkeypatch.setattr(stage, "open_stage", lambda name: {"s": sweep, "threads": 1,
+                                                          "train": {"seeds": 1}, "device": "cpu"})
+    monkeypatch.chdir(tmp_path)
+    assert stage.main(["s", "--raw", str(tmp_path / "raw")]) == 1
+    err = capsys.readouterr().err
+    assert "s.data_grid: dataset 'chains' has no option 'lenght'" in err
+    assert err.count("\n") == 1 and "Traceback" not in err

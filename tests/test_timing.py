@@ -1,4 +1,4 @@
-"""Table 11 (stage ``timing``): the configured models have the paper's parameter counts, and the
+"""Table 11 (stage ``table11``): the configured models have the paper's parameter counts, and the
 stage times every model on the graph it says it used."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from twirls.train.timing import EpochTimer, count_parameters, random_graph, time
 from fixtures import REPO
 from requires import needs
 
-TIMING = yaml.safe_load((REPO / "params.yaml").read_text())["timing"]
+TIMING = yaml.safe_load((REPO / "params.yaml").read_text())["table11"]
 NEEDS_DGL = needs("dgl", "GAT and GraphSAGE run on DGL's layers")
 #: models whose layers allow the paper's exact count (the others: closest hidden size).
 EXACT = {"MLP", "GCN", "JKNet", "DAGNN", "TWIRLS-base", "TWIRLS*-base", "TWIRLS", "TWIRLS*"}
@@ -88,10 +88,10 @@ def test_stage_writes_cells_for_every_model_on_the_random_graph(tmp_path, monkey
            "random_sizes": {"nodes": 200, "edges": 600, "features": 16, "classes": 4,
                             "train": 80},
            "models": {label: models[label] for label in labels}}
-    params = {"timing": {**cfg, "threads": 1}, "device": "cpu"}
-    monkeypatch.setattr(timing, "load_params", lambda stage: params)
+    params = {"table11": {**cfg, "threads": 1}, "device": "cpu"}
+    monkeypatch.setattr(timing, "open_stage", lambda stage: params)
     assert timing.main(["--raw", str(tmp_path / "raw"), "--out", str(tmp_path)]) == 0
-    cells = json.loads((tmp_path / "results" / "timing" / "running-time.json").read_text())
+    cells = json.loads((tmp_path / "results" / "table11.json").read_text())
     by_key = {(c["model"], c["metric"]): c for c in cells}
     assert set(by_key) == {(m, k) for m in labels
                            for k in ("train_seconds", "test_seconds", "parameters")}
@@ -99,17 +99,20 @@ def test_stage_writes_cells_for_every_model_on_the_random_graph(tmp_path, monkey
     assert by_key[("GCN", "train_seconds")]["mean"] > 0
     assert "random graph of 200 nodes, 600 edges, 16 features" in by_key[(labels[-1],
                                                                           "parameters")]["note"]
-    metrics = json.loads((tmp_path / "metrics" / "timing.json").read_text())
+    metrics = json.loads((tmp_path / "metrics" / "table11.json").read_text())
     assert [m["model"] for m in metrics["models"]] == list(labels)
 
 
-def test_stage_rejects_a_bad_model_config_by_name(tmp_path, monkeypatch):
+def test_stage_rejects_a_bad_model_config_by_name(tmp_path, monkeypatch, capsys):
     from twirls.stages import timing
 
     cfg = {**TIMING, "graph": "random", "epochs": 1,
            "random_sizes": {"nodes": 50, "edges": 100, "features": 4, "classes": 2, "train": 10},
            "models": {"GCN": {"model": "gcn", "model_cfg": {"hiden": 3}}}}
-    monkeypatch.setattr(timing, "load_params",
-                        lambda stage: {"timing": cfg, "device": "cpu"})
-    with pytest.raises(SystemExit, match="timing.models.GCN: GCN config: unknown key 'hiden'"):
-        timing.main(["--raw", str(tmp_path), "--out", str(tmp_path)])
+    monkeypatch.setattr(timing, "open_stage",
+                        lambda stage: {"table11": cfg, "device": "cpu"})
+    assert timing.main(["--raw", str(tmp_path), "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")  # one line, no traceback
+    assert "table11.models.GCN: GCN config: unknown key 'hiden'" in err[0]
+    assert not (tmp_path / "results" / "table11.json").exists()

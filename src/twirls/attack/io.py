@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,16 +40,27 @@ def save_attacked(path: Path, graph: AttackedGraph) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     adj = sp.csr_matrix(graph.adj, dtype=np.float32)
     tmp = path.with_name(path.name + ".part")
-    with open(tmp, "wb") as fh:
-        np.savez_compressed(
-            fh, adj_data=adj.data, adj_indices=adj.indices, adj_indptr=adj.indptr,
-            adj_shape=np.asarray(adj.shape, np.int64),
-            idx_train=np.asarray(graph.idx_train, np.int64),
-            idx_val=np.asarray(graph.idx_val, np.int64),
-            idx_test=np.asarray(graph.idx_test, np.int64),
-            flips=np.asarray(graph.flips, np.int64).reshape(-1, 2),
-            meta=np.array(json.dumps(graph.meta, sort_keys=True)))
+    write_npz(tmp, {
+        "adj_data": adj.data, "adj_indices": adj.indices, "adj_indptr": adj.indptr,
+        "adj_shape": np.asarray(adj.shape, np.int64),
+        "idx_train": np.asarray(graph.idx_train, np.int64),
+        "idx_val": np.asarray(graph.idx_val, np.int64),
+        "idx_test": np.asarray(graph.idx_test, np.int64),
+        "flips": np.asarray(graph.flips, np.int64).reshape(-1, 2),
+        "meta": np.array(json.dumps(graph.meta, sort_keys=True))})
     os.replace(tmp, path)
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """A compressed ``.npz`` (what ``np.load`` reads) whose bytes depend only on ``arrays``:
+    ``np.savez_compressed`` stamps each member with the current time, so the same graph saved
+    twice would differ and DVC would rerun every stage that reads it."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, array in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with zf.open(info, "w", force_zip64=True) as fh:
+                np.lib.format.write_array(fh, np.asanyarray(array), allow_pickle=False)
 
 
 def load_attacked(path: Path) -> AttackedGraph:

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from twirls.attack.normalize import normalize, to_torch
+from twirls.train import metrics
 
 
 @dataclass(frozen=True)
@@ -141,10 +142,10 @@ def train_gcn(
 
 def accuracy(log_probs: torch.Tensor, labels: np.ndarray | torch.Tensor,
              idx: np.ndarray | torch.Tensor) -> float:
-    """Fraction of ``idx`` whose argmax prediction equals the label."""
+    """Accuracy (:func:`twirls.train.metrics.accuracy`) on the nodes ``idx``."""
     y = torch.as_tensor(np.asarray(labels), dtype=torch.int64)
     i = torch.as_tensor(np.asarray(idx), dtype=torch.int64)
-    return float((log_probs[i].argmax(1) == y[i]).float().mean())
+    return metrics.accuracy(log_probs[i], y[i])
 
 
 def self_training_labels(log_probs: torch.Tensor, labels: np.ndarray | torch.Tensor,

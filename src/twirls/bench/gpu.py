@@ -8,7 +8,7 @@ writes one JSON file (atomically: a temporary file, then a rename) with
   cuDNN versions and whether DGL is installed (and built with CUDA);
 * ``epoch_time``: seconds per training epoch (forward + loss + backward + Adam step, full batch)
   and per test pass (one no-grad eval-mode forward) of the ten models of the paper's Table 11,
-  configured as in ``params.yaml`` (``timing.models``, ~351k parameters each), on a random graph
+  configured as in ``params.yaml`` (``table11.models``, ~351k parameters each), on a random graph
   with ogbn-arxiv's sizes (169,343 nodes, 1,166,243 edges, 128 features, 40 classes; the work
   of these models depends on the sizes, not on which nodes are linked). Medians over round-robin
   rounds (one epoch of each model per round, after warm-up epochs), every sample kept, with the
@@ -71,8 +71,8 @@ QUICK = {"epochs": 2, "warmup": 1, "test_epochs": 2, "flips": 2, "cpu_flips": 2}
 
 # ----------------------------------------------------------------------------- inputs
 def timing_models(params: Path) -> tuple[dict[str, dict[str, Any]], float]:
-    """``timing.models`` and ``timing.lr`` of ``params.yaml`` (read with PyYAML, no DVC)."""
-    cfg = yaml.safe_load(Path(params).read_text())["timing"]
+    """``table11.models`` and ``table11.lr`` of ``params.yaml`` (read with PyYAML, no DVC)."""
+    cfg = yaml.safe_load(Path(params).read_text())["table11"]
     return dict(cfg["models"]), float(cfg.get("lr", 0.01))
 
 
@@ -444,7 +444,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true",
                         help="small graph, few epochs and flips (a smoke test, < 1 min on a CPU)")
     parser.add_argument("--params", type=Path, default=None,
-                        help="params.yaml with timing.models (default: ./params.yaml, else the "
+                        help="params.yaml with table11.models (default: ./params.yaml, else the "
                              "repository's)")
     parser.add_argument("--epochs", type=int, default=None, help="timed training epochs")
     parser.add_argument("--warmup", type=int, default=None, help="untimed epochs per model")

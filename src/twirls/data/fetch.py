@@ -4,6 +4,12 @@ Every file is listed once in ``manifest.tsv`` (beside this module) with its cano
 expected checksum. A file is written as ``<dest>.part`` and renamed only after its checksum
 matched, so an interrupted or failed fetch never leaves a partial file behind.
 
+A file already present that fails its checksum is repaired: a verified copy is fetched (mirror,
+then URL), the bad copy is set aside as ``data/damaged/<dataset>/<file>.<n>`` and one line on
+stderr says so. If no verified copy can be had the bad file stays in place and
+:class:`DamagedError` is raised, so the fetch stage fails loudly instead of reporting the dataset
+as merely missing.
+
 Set ``TWIRLS_DATA_MIRROR`` to a folder laid out like the manifest's ``mirror_path`` column (CI
 uses ``../shared/datasets``) to fetch without internet.
 """
@@ -14,6 +20,7 @@ import csv
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 import urllib.error
 import urllib.request
@@ -35,6 +42,10 @@ class FetchError(RuntimeError):
 
 class ChecksumError(FetchError):
     """The bytes obtained do not match the manifest's checksum."""
+
+
+class DamagedError(ChecksumError):
+    """A file already present fails its checksum and no verified copy could replace it."""
 
 
 class UnreachableError(FetchError):
@@ -81,16 +92,45 @@ def file_digest(path: Path, kind: str) -> str:
     return h.hexdigest()
 
 
-def verify(path: Path, checksum: str, shown_as: str) -> None:
-    """Raise :class:`ChecksumError` unless ``path`` matches ``kind:hex``."""
+def mismatch(path: Path, checksum: str) -> str | None:
+    """The hex digest of ``path`` if it is not ``checksum`` (``kind:hex``), else None."""
     kind, _, expected = checksum.partition(":")
     actual = file_digest(path, kind)
-    if actual != expected:
+    return None if actual == expected else actual
+
+
+def verify(path: Path, checksum: str, shown_as: str) -> None:
+    """Raise :class:`ChecksumError` unless ``path`` matches ``kind:hex``."""
+    actual = mismatch(path, checksum)
+    if actual is not None:
+        kind, _, expected = checksum.partition(":")
         raise ChecksumError(
             f"checksum mismatch for {shown_as}: expected {kind} {expected}, got {actual} "
-            f"({path.stat().st_size} bytes: a truncated or different file). "
-            "Delete it and fetch again."
+            f"({path.stat().st_size} bytes: a truncated or different file). Replace that copy "
+            f"with a good one (or fix the checksum in {MANIFEST.name} if the file changed on "
+            "purpose), then run the fetch again."
         )
+
+
+def damaged_folder(folder: Path) -> Path:
+    """Where bad copies of ``data/raw/<dataset>/`` files go: ``data/damaged/<dataset>/``."""
+    return folder.parent.parent / "damaged" / folder.name
+
+
+def set_aside(path: Path, damaged: Path) -> Path:
+    """Move ``path`` to ``damaged/<name>.<n>`` (first unused ``n >= 1``); return the new path.
+
+    ``damaged`` gets a ``.gitignore`` of ``*`` so set-aside copies never reach git.
+    """
+    damaged.mkdir(parents=True, exist_ok=True)
+    ignore = damaged / ".gitignore"
+    if not ignore.exists():
+        _atomic_write_text(ignore, "# bad copies set aside by the fetch stage; never commit\n*\n")
+    n = 1
+    while (target := damaged / f"{path.name}.{n}").exists():
+        n += 1
+    shutil.move(path, target)
+    return target
 
 
 def read_pins(pins: Path) -> dict[str, str]:
@@ -132,19 +172,24 @@ def _download(url: str, dest: Path, timeout: float) -> None:
 
 
 def fetch_file(entry: Entry, folder: Path, mirror: Path | None, pins: Path,
-               timeout: float = 60.0) -> str:
+               timeout: float = 60.0, damaged: Path | None = None) -> str:
     """Make ``folder/entry.file`` present and verified; return where it came from.
 
-    Order: an already present verified file, the mirror, then the URL. A checksum mismatch is
-    raised at once (never silently replaced by the next source).
+    Order: an already present verified file, the mirror, then the URL. A fetched copy that fails
+    its checksum is a :class:`ChecksumError` at once (never silently replaced by the next source).
+    A present file that fails its checksum is repaired (see :func:`repair`); its bad copy goes to
+    ``damaged`` (default :func:`damaged_folder` of ``folder``).
     """
     dest = folder / entry.file
     checksum = entry.checksum or read_pins(pins).get(entry.url, "")
     if dest.exists():
         if not checksum:
             return "present (unpinned)"
-        verify(dest, checksum, str(dest))
-        return "present"
+        actual = mismatch(dest, checksum)
+        if actual is None:
+            return "present"
+        return repair(entry, dest, checksum, actual, mirror, timeout,
+                      damaged or damaged_folder(folder))
     folder.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     try:
@@ -157,6 +202,34 @@ def fetch_file(entry: Entry, folder: Path, mirror: Path | None, pins: Path,
         return source
     finally:
         part.unlink(missing_ok=True)
+
+
+def repair(entry: Entry, dest: Path, checksum: str, actual: str, mirror: Path | None,
+           timeout: float, damaged: Path) -> str:
+    """Replace the bad ``dest`` by a verified copy, setting the bad one aside; return the source.
+
+    The good copy is fetched and verified first, so if none can be had the bad file stays where
+    it is and :class:`DamagedError` (one line: what, where, how to fix) is raised; every later
+    fetch then fails the same way until the file is fixed. On success one line on stderr says
+    what happened.
+    """
+    kind, _, expected = checksum.partition(":")
+    what = f"{dest} fails its checksum (expected {kind} {expected}, got {actual})"
+    part = dest.with_name(dest.name + ".part")
+    try:
+        try:
+            source = _obtain(entry, part, mirror, timeout)
+            verify(part, checksum, f"{entry.file} from {source}")
+        except FetchError as exc:
+            raise DamagedError(f"{what} and no good copy could be had, so it stays in place: "
+                               f"{exc}") from None
+        aside = set_aside(dest, damaged)
+        os.replace(part, dest)
+    finally:
+        part.unlink(missing_ok=True)
+    print(f"fetch: {what}; moved the bad copy to {aside} and fetched a good one from {source}",
+          file=sys.stderr, flush=True)
+    return source
 
 
 def _obtain(entry: Entry, part: Path, mirror: Path | None, timeout: float) -> str:
@@ -206,21 +279,34 @@ def default_mirror() -> Path | None:
 
 
 def fetch_dataset(dataset: str, folder: Path, mirror: Path | None, pins: Path,
-                  manifest: Iterable[Entry] | None = None) -> dict[str, str]:
+                  manifest: Iterable[Entry] | None = None,
+                  damaged: Path | None = None) -> dict[str, str]:
     """Fetch (and unpack) every file of ``dataset`` into ``folder``; return file -> source.
 
-    Every file is tried even after a failure, so one run names everything that is missing; the
-    failures are then raised together (a checksum mismatch keeps its own type).
+    Bad copies of present files are repaired, set aside in ``damaged`` (default
+    :func:`damaged_folder` of ``folder``). Every file is tried even after a failure, so one run
+    names everything that is wrong; the failures are then raised together by :func:`combined`.
     """
     sources, errors = {}, []
     for entry in entries_for(dataset, manifest):
         try:
-            sources[entry.file] = fetch_file(entry, folder, mirror, pins)
+            sources[entry.file] = fetch_file(entry, folder, mirror, pins, damaged=damaged)
             if entry.extract:
                 extract(entry, folder)
         except FetchError as exc:
             errors.append(exc)
     if errors:
-        kind = ChecksumError if any(isinstance(e, ChecksumError) for e in errors) else FetchError
-        raise kind(" | ".join(str(e) for e in errors))
+        raise combined(errors)
     return sources
+
+
+def combined(errors: list[FetchError]) -> FetchError:
+    """One error for several, in one line: a :class:`ChecksumError` if any file is bad, an
+    :class:`UnreachableError` if every file simply could not be had, else a :class:`FetchError`."""
+    if any(isinstance(e, ChecksumError) for e in errors):
+        kind: type[FetchError] = ChecksumError
+    elif all(isinstance(e, UnreachableError) for e in errors):
+        kind = UnreachableError
+    else:
+        kind = FetchError
+    return kind(" | ".join(str(e) for e in errors))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import pickle
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,8 +36,25 @@ LOADERS: dict[str, str] = {
 GENERATED = {"chains"}
 
 
+#: parse errors of a loader reading present files: the files are damaged, not missing.
+PARSE_ERRORS: tuple[type[Exception], ...] = (
+    OSError, ValueError, EOFError, KeyError, IndexError, pickle.UnpicklingError,
+    zipfile.BadZipFile)
+
+
 class DatasetUnavailable(RuntimeError):
-    """The dataset's raw files could not be fetched; the message carries the fetch's reason."""
+    """The dataset's raw files could not be fetched; the message carries the fetch's reason.
+
+    Stages turn it into ``no-data`` cells and go on.
+    """
+
+
+class DatasetDamaged(RuntimeError):
+    """The dataset's raw files are damaged: the fetch said so, or they fail to parse.
+
+    Deliberately *not* a :class:`DatasetUnavailable`: a stage must fail on it rather than
+    replace a measured result by a ``no-data`` cell.
+    """
 
 
 def needs_fetch(name: str) -> bool:
@@ -50,26 +69,44 @@ def check_name(name: str) -> None:
 
 def load_dataset(name: str, raw: Path = Path("data/raw"),
                  options: Mapping[str, Any] | None = None) -> GraphData:
-    """Load ``name`` from ``raw/<name>/``, raising :class:`DatasetUnavailable` if fetch failed.
+    """Load ``name`` from ``raw/<name>/`` as its ``FETCH.json`` allows.
 
-    ``options`` go to the loader; only loaders that list them in ``OPTIONS`` take any (the
-    generated Chains: ``length``, ``num_chains_per_class``, ...). An unknown option is a
-    ``ValueError`` naming the accepted ones.
+    Raises :class:`DatasetUnavailable` if the fetch found the files missing (or never ran), and
+    :class:`DatasetDamaged` if it found them damaged (any status other than ``ok``/``missing``)
+    or the loader cannot parse them. ``options`` go to the loader; only loaders that list them in
+    ``OPTIONS`` take any (the generated Chains: ``length``, ``num_chains_per_class``, ...). An
+    unknown option is a ``ValueError`` naming the accepted ones.
     """
     check_name(name)
     folder = raw / name
+    check_status(name, folder)
+    module = importlib.import_module(f"twirls.data.{LOADERS[name]}")
+    if options:
+        accepted = getattr(module, "OPTIONS", ())
+        unknown = [key for key in options if key not in accepted]
+        if unknown:
+            raise ValueError(f"dataset {name!r} has no option {unknown[0]!r}; accepted: "
+                             f"{', '.join(accepted) or 'none'}. Fix the data_grid in params.yaml.")
+    if name in GENERATED:  # nothing read from disk: its errors are about the options
+        return module.load(folder, name, **(options or {}))
+    try:
+        return module.load(folder, name, **(options or {}))
+    except PARSE_ERRORS as exc:
+        raise DatasetDamaged(
+            f"{name}: the raw files in {folder} cannot be read ({type(exc).__name__}: {exc}); "
+            f"run `dvc repro fetch@{name}` to verify and repair them") from exc
+
+
+def check_status(name: str, folder: Path) -> None:
+    """Raise unless ``folder/FETCH.json`` says ``ok`` (see :func:`load_dataset`)."""
     status_path = folder / STATUS_FILE
     if not status_path.exists():
         raise DatasetUnavailable(f"{name}: {status_path} not found; run `dvc repro fetch@{name}`")
     status = json.loads(status_path.read_text())
-    if status.get("status") != "ok":
-        raise DatasetUnavailable(f"{name}: {status.get('reason', 'fetch failed')}")
-    module = importlib.import_module(f"twirls.data.{LOADERS[name]}")
-    if not options:
-        return module.load(folder, name)
-    accepted = getattr(module, "OPTIONS", ())
-    unknown = [key for key in options if key not in accepted]
-    if unknown:
-        raise ValueError(f"dataset {name!r} has no option {unknown[0]!r}; accepted: "
-                         f"{', '.join(accepted) or 'none'}. Fix the data_grid in params.yaml.")
-    return module.load(folder, name, **options)
+    state = status.get("status")
+    if state == "ok":
+        return
+    reason = status.get("reason", "fetch failed")
+    if state == "missing":
+        raise DatasetUnavailable(f"{name}: {reason}")
+    raise DatasetDamaged(f"{name}: fetch status {state!r}: {reason}")

@@ -89,10 +89,3 @@ def check_inputs(
         if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= n):
             raise ValueError(f"defenses: split.{part} indexes nodes outside 0..{n - 1}.")
     return adj, features, labels.astype(np.int64)
-
-
-def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
-    """Fraction of rows whose arg-max equals the label (0.0 for an empty selection)."""
-    if len(labels) == 0:
-        return 0.0
-    return (logits.argmax(1) == labels).float().mean().item()

@@ -71,7 +71,8 @@ import torch
 
 from twirls.compat import import_deeprobust
 from twirls.data.graph import Split
-from twirls.defenses.common import DefenseResult, accuracy, check_inputs, seeded
+from twirls.defenses.common import DefenseResult, check_inputs, seeded
+from twirls.train.metrics import accuracy
 
 NAMES = ("gcn", "gcn-jaccard", "gcn-svd")
 SVD_VARIANTS = ("guarded", "gnnguard", "deeprobust")

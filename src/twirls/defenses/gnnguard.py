@@ -45,7 +45,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from twirls.data.graph import Split
-from twirls.defenses.common import DefenseResult, accuracy, check_inputs, seeded
+from twirls.defenses.common import DefenseResult, check_inputs, seeded
+from twirls.train.metrics import accuracy
 
 NAMES = ("gnnguard",)
 PRUNE_THRESHOLD = 0.1

@@ -3,8 +3,9 @@
 A stage run with budget ``E`` takes ``wall(E) = overhead + E x runs x t_epoch`` (``runs``: seeds
 x grid points, 1 in the rehearsal except for sweeps), so two budgets give ``t_epoch`` and the
 fixed overhead (start-up, params, loading and building the full-size graph, writing outputs).
-Where the stage times its own epochs (``train@``: the training loop's seconds per run in its
-metrics; ``timing``: every model's epoch), those in-process times replace the wall-clock
+Where the stage times its own epochs (``<group>@<name>`` of a train-kind group such as
+``table2``: the training loop's seconds per run in its metrics; ``table11``: every model's
+epoch), those in-process times replace the wall-clock
 difference, which on a shared machine picks up noise from the loading. The real run then costs
 ``overhead + t_epoch x epochs x runs`` with the real ``params.yaml``'s epochs, seeds and grid:
 an upper bound where ``patience`` may stop runs early. The same is done with the CPU seconds of
@@ -29,7 +30,7 @@ def per_epoch_from_metrics(plan: StagePlan, metrics: dict[int, dict[str, Any]]
         lo, hi = budgets[0], budgets[-1]
         seconds = {b: metrics[b].get("seconds_mean") for b in (lo, hi)}
         if all(isinstance(s, (int, float)) for s in seconds.values()):
-            source = "training-loop seconds per run from metrics/train/<name>.json"
+            source = f"training-loop seconds per run from metrics/{plan.group}/{plan.name}.json"
             if hi == lo:
                 return seconds[hi] / hi, (f"{source}: the {hi}-epoch run alone, first epoch "
                                           "included (a slight upper bound)")
@@ -44,7 +45,7 @@ def per_epoch_from_metrics(plan: StagePlan, metrics: dict[int, dict[str, Any]]
         if samples:
             warm = [statistics.median(s[1:] if len(s) > 1 else s) for s in samples]
             return sum(warm), ("sum over the models of the stage's own median training-epoch "
-                               "seconds (metrics/timing.json), first round left out when "
+                               f"seconds (metrics/{plan.group}.json), first round left out when "
                                "there are more")
     return None, ""
 

@@ -1,29 +1,36 @@
 """Which stages use the generated datasets, how to run each with a tiny budget, and the size of
 its real run (from the real ``params.yaml``).
 
-Every stage runs its real command (``python -m twirls.stages.<stage> ...``) on the full-size
+Every stage runs its real command (``python -m twirls.stages.<module> ...``) on the full-size
 files; only ``params.yaml`` differs, and only in the keys that set the budget:
 
-* ``train@<name>``: ``train.seeds`` and ``experiments.<name>.seeds`` -> 1,
-  ``experiments.<name>.train_cfg.epochs`` -> the budget;
-* ``sweep@<name>``: ``seeds`` -> 1, every curve's ``train_cfg.epochs`` -> the budget, and the
-  ``data_grid`` cut to its first value (Amazon: label ratio 0.05 only; every ratio trains the
-  same model on the same graph, so a point costs the same; the model grids all run). The real
-  run's cost is then extrapolated to every point;
-* ``timing``: ``epochs`` -> the budget, ``warmup`` -> 0 (one budget epoch = one training round
+* ``<group>@<name>`` of a train-kind group (``table2``, ``table10``, ...): ``train.seeds`` and
+  ``<group>.<name>.seeds`` -> 1, ``<group>.<name>.train_cfg.epochs`` -> the budget;
+* a sweep group (``figure3``, ...): ``seeds`` -> 1, every curve's ``train_cfg.epochs`` -> the
+  budget, and the ``data_grid`` cut to its first value (Amazon: label ratio 0.05 only; every
+  ratio trains the same model on the same graph, so a point costs the same; the model grids all
+  run). The real run's cost is then extrapolated to every point;
+* ``table11``: ``epochs`` -> the budget, ``warmup`` -> 0 (one budget epoch = one training round
   of all ten models);
-* ``datasets``: ``datasets_table.datasets`` -> the one dataset, so each loader is measured alone.
+* ``table5[<dataset>]``: ``table5.datasets`` -> the one dataset, so each loader is measured
+  alone.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from twirls.config.entries import train_entry
+from twirls.config.schema import SWEEP_GROUPS, TRAIN_GROUPS
+
 #: datasets the rehearsal generates (twirls.rehearsal.generate.WRITERS)
 GENERATED = ("pubmed", "ogbn-arxiv", "amazon", "pku")
+#: the params groups (= stages) of Table 11's timing and of Table 5's dataset statistics
+TIMING_GROUP, DATASETS_GROUP = "table11", "table5"
 
 
 @dataclass
@@ -31,10 +38,10 @@ class StagePlan:
     """One stage of the rehearsal.
 
     Attributes:
-        stage: the DVC stage (``train@pubmed-gcn``; ``datasets[pku]`` for the datasets stage
-            restricted to one dataset).
+        stage: the DVC stage (``table2@pubmed-gcn``, ``figure3``, ``table11``;
+            ``table5[pku]`` for the dataset-statistics stage restricted to one dataset).
         kind: ``train``, ``sweep``, ``timing`` or ``datasets``.
-        name: the key in ``params.yaml`` (experiment / sweep name; the dataset for ``datasets``).
+        name: the entry's key in its group (train), else the dataset (datasets) or the group.
         dataset: the dataset it reads.
         runs_per_epoch: training runs per budget epoch in the rehearsal (seeds x grid points).
         full: the real run: ``epochs``, ``seeds``, ``grid_points``, ``runs`` (None: no epochs).
@@ -48,18 +55,25 @@ class StagePlan:
     full: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def group(self) -> str:
+        """The ``params.yaml`` group the stage reads: its name up to ``@`` or ``[``
+        (``table2``, ``figure3``, ``table11``, ``table5``)."""
+        return re.split(r"[@\[]", self.stage, maxsplit=1)[0]
+
+    @property
     def has_epochs(self) -> bool:
         return self.kind != "datasets"
 
     def argv(self, raw: str, out: str) -> list[str]:
         """Arguments after ``python -m``: the stage's own command line, outputs under ``out``."""
         if self.kind == "train":
-            return ["twirls.stages.train", self.name, "--raw", raw, "--out", out]
+            return ["twirls.stages.train", self.group, self.name, "--raw", raw, "--out", out]
         if self.kind == "sweep":  # writes results/, metrics/, reports/figures/ under its cwd
-            return ["twirls.stages.sweep", self.name, "--raw", raw]
+            return ["twirls.stages.sweep", self.group, "--raw", raw]
         if self.kind == "timing":
             return ["twirls.stages.timing", "--raw", raw, "--out", out]
-        return ["twirls.stages.datasets", "--raw", raw, "--cells", f"{out}/results/datasets.json",
+        return ["twirls.stages.datasets", "--raw", raw,
+                "--cells", f"{out}/results/{DATASETS_GROUP}.json",
                 "--tables", f"{out}/reports/tables"]
 
     def params(self, real: dict[str, Any], epochs: int) -> dict[str, Any]:
@@ -67,21 +81,21 @@ class StagePlan:
         p = copy.deepcopy(real)
         if self.kind == "train":
             p["train"]["seeds"] = 1
-            exp = p["experiments"][self.name]
+            exp = p[self.group][self.name]
             exp["seeds"] = 1
             exp["train_cfg"] = {**(exp.get("train_cfg") or {}), "epochs": int(epochs)}
         elif self.kind == "sweep":
-            sweep = p["sweeps"][self.name]
+            sweep = p[self.group]
             sweep["seeds"] = 1
             if sweep.get("data_grid"):
                 sweep["data_grid"] = {k: list(v)[:1] for k, v in sweep["data_grid"].items()}
             for spec in sweep["curves"].values():
                 spec["train_cfg"] = {**(spec.get("train_cfg") or {}), "epochs": int(epochs)}
         elif self.kind == "timing":
-            p["timing"]["epochs"] = int(epochs)
-            p["timing"]["warmup"] = 0
+            p[self.group]["epochs"] = int(epochs)
+            p[self.group]["warmup"] = 0
         else:
-            p["datasets_table"]["datasets"] = [self.name]
+            p[self.group]["datasets"] = [self.name]
         return p
 
 
@@ -90,24 +104,29 @@ def _grid_size(grid: dict[str, list] | None) -> int:
 
 
 def train_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePlan]:
+    """``<group>@<name>`` of every train-kind group's entry on one of ``datasets``."""
     out = []
     default_seeds = int(real["train"]["seeds"])
-    for name, exp in real["experiments"].items():
-        if exp["dataset"] not in datasets:
-            continue
-        seeds = int(exp.get("seeds", default_seeds))
-        epochs = int((exp.get("train_cfg") or {}).get("epochs", 500))
-        out.append(StagePlan(f"train@{name}", "train", name, exp["dataset"], 1, {
-            "epochs": epochs, "seeds": seeds, "grid_points": 1, "runs": seeds,
-            "patience": (exp.get("train_cfg") or {}).get("patience")}))
+    for group in TRAIN_GROUPS:
+        for name, entry in (real.get(group) or {}).items():
+            exp = train_entry(entry)  # seeds: the entry's, else its dataset's, else train.seeds
+            if exp["dataset"] not in datasets:
+                continue
+            seeds = int(exp.get("seeds", default_seeds))
+            train_cfg = exp.get("train_cfg") or {}
+            out.append(StagePlan(f"{group}@{name}", "train", name, exp["dataset"], 1, {
+                "epochs": int(train_cfg.get("epochs", 500)), "seeds": seeds, "grid_points": 1,
+                "runs": seeds, "patience": train_cfg.get("patience")}))
     return out
 
 
 def sweep_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePlan]:
+    """The sweep groups (stage = group, e.g. ``figure3``) on one of ``datasets``."""
     out = []
     default_seeds = int(real["train"]["seeds"])
-    for name, sweep in real["sweeps"].items():
-        if sweep["dataset"] not in datasets:
+    for group in SWEEP_GROUPS:
+        sweep = real.get(group)
+        if not sweep or sweep["dataset"] not in datasets:
             continue
         data_points = _grid_size(sweep.get("data_grid"))
         model_points = sum(_grid_size(c.get("grid")) for c in sweep["curves"].values())
@@ -115,7 +134,7 @@ def sweep_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePl
         epochs = {int((c.get("train_cfg") or {}).get("epochs", 500))
                   for c in sweep["curves"].values()}
         seeds = int(sweep.get("seeds", default_seeds))
-        out.append(StagePlan(f"sweep@{name}", "sweep", name, sweep["dataset"], model_points, {
+        out.append(StagePlan(group, "sweep", group, sweep["dataset"], model_points, {
             "epochs": max(epochs), "seeds": seeds, "grid_points": points,
             "runs": seeds * points, "note": f"{data_points} data point(s) x {model_points} "
                                             "model point(s); measured on the first data point"}))
@@ -123,18 +142,20 @@ def sweep_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePl
 
 
 def timing_plan(real: dict[str, Any]) -> StagePlan:
-    cfg = real["timing"]
+    """Stage ``table11``."""
+    cfg = real[TIMING_GROUP]
     rounds = int(cfg["epochs"]) + int(cfg.get("warmup", 2))
     dataset = "ogbn-arxiv" if cfg.get("graph", "auto") == "auto" else "random"
-    return StagePlan("timing", "timing", "timing", dataset, 1, {
+    return StagePlan(TIMING_GROUP, "timing", TIMING_GROUP, dataset, 1, {
         "epochs": rounds, "seeds": 1, "grid_points": 1, "runs": 1, "models": len(cfg["models"]),
         "note": f"one epoch = one training epoch of each of the {len(cfg['models'])} models; "
                 f"{cfg['epochs']} timed + {cfg.get('warmup', 2)} warm-up rounds"})
 
 
 def datasets_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePlan]:
-    listed = real["datasets_table"]["datasets"]
-    return [StagePlan(f"datasets[{d}]", "datasets", d, d, 0, {})
+    """Stage ``table5`` once per generated dataset it lists: ``table5[<dataset>]``."""
+    listed = real[DATASETS_GROUP]["datasets"]
+    return [StagePlan(f"{DATASETS_GROUP}[{d}]", "datasets", d, d, 0, {})
             for d in datasets if d in listed]
 
 

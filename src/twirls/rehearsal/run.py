@@ -136,12 +136,13 @@ def read_metrics(path: Path) -> dict[str, Any] | None:
 
 
 def metrics_file(plan: StagePlan, work: Path, out: Path) -> Path:
+    """Where the stage's run writes its metrics (the datasets stage: its csv table)."""
     if plan.kind == "train":
-        return out / "metrics" / "train" / f"{plan.name}.json"
-    if plan.kind == "sweep":
-        return work / "metrics" / "sweep" / f"{plan.name}.json"
+        return out / "metrics" / plan.group / f"{plan.name}.json"
+    if plan.kind == "sweep":  # the sweep stage writes under its cwd, the workspace
+        return work / "metrics" / f"{plan.group}.json"
     if plan.kind == "timing":
-        return out / "metrics" / "timing.json"
+        return out / "metrics" / f"{plan.group}.json"
     return out / "reports" / "tables" / "datasets.csv"
 
 
@@ -242,7 +243,7 @@ def assemble(plan: StagePlan, real: dict[str, Any], walls: dict[int, float],
         gpu_note = ("ran on CUDA but nvidia-smi was unavailable" if on_gpu else
                     f"ran on the CPU ({real.get('device')!r} in params.yaml; "
                     f"{CUDA_REASON.get('reason') or 'no usable CUDA'})")
-    threads = last.get("threads", real["timing"].get("threads") if plan.kind == "timing"
+    threads = last.get("threads", real[plan.group].get("threads") if plan.kind == "timing"
                        else real.get("threads"))
     record: dict[str, Any] = {
         "stage": plan.stage, "kind": plan.kind, "dataset": plan.dataset,
@@ -317,7 +318,7 @@ def not_run(plans: list[StagePlan]) -> list[dict[str, str]]:
     if "pku" not in trained:
         missing.append({"stage": "CWS on PKU (paper Table 12)", "dataset": "pku",
                         "reason": "no stage in dvc.yaml trains on PKU yet; the PKU loader's "
-                                  "cost (time, peak RSS) is measured by datasets[pku]"})
+                                  "cost (time, peak RSS) is measured by table5[pku]"})
     return missing
 
 
@@ -356,13 +357,16 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--budgets: positive epoch counts, e.g. 1,2")
     repo = (args.repo or find_repo(Path.cwd())).resolve()
     real = yaml.safe_load((repo / "params.yaml").read_text())
-    plans = select(all_plans(real), args.only)
+    every = all_plans(real)
+    plans = select(every, args.only)
     if not plans:
         raise SystemExit(f"--only {args.only}: no stage matches")
     previous = read_json(args.out) if args.only else None
+    # kept: the other stages of the previous report that are still stages of params.yaml (a
+    # report from before a stage was renamed, e.g. `train@x` -> `table2@x`, keeps none of those)
     kept = [s for s in (previous or {}).get("stages", [])
             if previous.get("scale") == args.scale
-            and s["stage"] not in {p.stage for p in plans}]
+            and s["stage"] in {p.stage for p in every} - {p.stage for p in plans}]
 
     started = time.perf_counter()
     work = (args.work or Path(tempfile.mkdtemp(prefix="twirls-rehearsal-"))).resolve()
@@ -392,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine_info(),
             "generation": {"seconds": round(time.perf_counter() - gen_start, 1),
                            "datasets": sizes},
-            "stages": list(kept), "not_run": not_run(all_plans(real)),
+            "stages": list(kept), "not_run": not_run(every),
         }
         env = child_env(repo)
         total = sum(len(budgets) if p.has_epochs else 1 for p in plans)

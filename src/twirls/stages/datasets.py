@@ -1,6 +1,6 @@
-"""Stage ``datasets``: statistics of every dataset next to the paper's Table 5.
+"""Stage ``table5``: statistics of every dataset next to the paper's Table 5.
 
-Writes ``results/datasets.json`` (cells of table ``dataset-statistics``) and
+Writes ``results/table5.json`` (cells of table ``dataset-statistics``) and
 ``reports/tables/datasets.{md,csv}`` with one row per dataset and the reason for every difference.
 """
 
@@ -14,9 +14,9 @@ import pandas as pd
 
 from twirls.data.graph import GraphData
 from twirls.data.registry import DatasetUnavailable, load_dataset
-from twirls.params import load_params
 from twirls.reports.render import to_markdown, write_atomic
 from twirls.reports.results import Cell, read_paper, write_cells
+from twirls.stages.skeleton import entry, open_stage
 
 TABLE = "dataset-statistics"
 METRICS = ("nodes", "edges", "features", "classes")
@@ -76,13 +76,14 @@ def explain(ours: dict, paper: dict, data: GraphData) -> str:
     return "; ".join(reasons)
 
 
+@entry
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))
-    parser.add_argument("--cells", type=Path, default=Path("results/datasets.json"))
+    parser.add_argument("--cells", type=Path, default=Path("results/table5.json"))
     parser.add_argument("--tables", type=Path, default=Path("reports/tables"))
     args = parser.parse_args(argv)
-    names = load_params("datasets")["datasets_table"]["datasets"]
+    names = open_stage("table5")["table5"]["datasets"]
     paper = read_paper()
     paper = paper[paper["table"] == TABLE]
 

@@ -1,10 +1,10 @@
 """Stage ``report``: ``reports/results.csv``, every table (md/csv/tex) and ``reports/README.md``.
 
-Inputs come from params, never from globbing: ``report.cells`` and ``report.figures``, plus
-``results/train/<name>.json`` for every entry of ``experiments`` and ``results/robust/<name>.json``
-for every entry of ``robust`` and ``robust_attn``, and ``results/sweep/<name>.json`` for every
-sweep (whose ``metrics/sweep/<name>.json`` says whether its figure had data); the
-``metrics/`` file of each of those stages (and of ``timing``, ``energy``) for the device it ran on.
+Inputs come from params, never from globbing: ``report.cells`` and ``report.figures``, plus the
+results file of every stage that the table groups define (:func:`twirls.config.stages.
+stage_outputs`: ``results/table2/<name>.json`` for every entry of ``table2``, Table 4's grid, the
+sweeps' ``results/<sweep>.json`` whose ``metrics/<sweep>.json`` says whether its figure had data),
+and the ``metrics/`` file of each of those stages (and of ``energy``) for the device it ran on.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ import json
 import sys
 from pathlib import Path
 
-from twirls.params import load_params
+from twirls.config.schema import SWEEP_GROUPS
+from twirls.config.stages import results_files, stage_outputs
 from twirls.reports.devices import device_counts, device_lines
 from twirls.reports.explanations import read_explanations
 from twirls.reports.render import write_atomic, write_index
 from twirls.reports.results import COLUMNS, build_results, read_cells, read_paper
+from twirls.stages.skeleton import entry, open_stage
 
 
 def figures_present(reports: Path, names: set[str]) -> set[str]:
@@ -28,8 +30,8 @@ def figures_present(reports: Path, names: set[str]) -> set[str]:
 
 
 def sweeps_without_data(metrics: Path, names: set[str]) -> set[str]:
-    """The sweeps whose ``metrics/sweep/<name>.json`` says ``no-data``: their figure is drawn
-    but only says why (the dataset could not be fetched)."""
+    """The sweeps whose ``metrics/<name>.json`` says ``no-data``: their figure is drawn but only
+    says why (the dataset could not be fetched)."""
     out = set()
     for name in names:
         path = metrics / f"{name}.json"
@@ -38,17 +40,15 @@ def sweeps_without_data(metrics: Path, names: set[str]) -> set[str]:
     return out
 
 
+@entry
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reports", type=Path, default=Path("reports"))
     args = parser.parse_args(argv)
-    declared = load_params("report")
+    declared = open_stage("report")
     params = declared["report"]
-    files = [Path(p) for p in params["cells"]]
-    files += [Path("results/train") / f"{name}.json" for name in declared.get("experiments", {})]
-    for group in ("robust", "robust_attn"):
-        files += [Path("results/robust") / f"{name}.json" for name in declared.get(group, {})]
-    files += [Path("results/sweep") / f"{name}.json" for name in declared.get("sweeps", {})]
+    stages = stage_outputs(declared)
+    files = [Path(p) for p in params["cells"]] + results_files(declared)
     missing = [path for path in files if not path.exists()]
     for path in missing:  # only when stages were run one by one; `dvc repro` runs them all
         print(f"report: {path} not written yet (its stage has not run); its cells stay "
@@ -56,21 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     cells = [c for path in files if path.exists() for c in read_cells(path)]
     results = build_results(cells, read_paper())
     write_atomic(args.reports / "results.csv", results[COLUMNS].to_csv(index=False))
-    declared_figures = set(params.get("figures") or []) | set(declared.get("sweeps", {}))
-    metrics = Path("metrics")
-    metrics_files = {
-        "train@…": [metrics / "train" / f"{n}.json" for n in declared.get("experiments", {})],
-        "robust@…": [metrics / "robust" / f"{n}.json" for n in declared.get("robust", {})],
-        "robust-attn@…": [metrics / "robust" / f"{n}.json"
-                          for n in declared.get("robust_attn", {})],
-        "sweep@…": [metrics / "sweep" / f"{n}.json" for n in declared.get("sweeps", {})],
-        "timing": [metrics / "timing.json"],
-        "energy": [metrics / "energy" / f"{fig.removeprefix('energy-per-step-')}.json"
-                   for fig in params.get("figures") or [] if fig.startswith("energy-per-step-")],
-    }
+    declared_figures = set(params.get("figures") or []) | set(SWEEP_GROUPS)
+    metrics_files = {family: [o.metrics for o in outs] for family, outs in stages.items()}
+    metrics_files["energy"] = [
+        Path("metrics/energy") / f"{fig.removeprefix('energy-per-step-')}.json"
+        for fig in params.get("figures") or [] if fig.startswith("energy-per-step-")]
     write_index(results, args.reports, figures_present(args.reports, declared_figures),
                 read_explanations(results),
-                sweeps_without_data(metrics / "sweep", set(declared.get("sweeps", {}))),
+                sweeps_without_data(Path("metrics"), set(SWEEP_GROUPS)),
                 device_lines(device_counts(metrics_files)))
     counts = results["status"].value_counts().to_dict()
     print("results.csv:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))

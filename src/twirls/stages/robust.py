@@ -1,23 +1,18 @@
-"""Stages ``robust@<name>`` / ``robust-attn@<name>``: models on clean and Mettack-perturbed graphs.
+"""Stages of the attacked-graph groups: ``table4@<dataset>-<graph>-<defense>``,
+``table4-twirls-base@<dataset>-<graph>``, ``table4-twirls@<dataset>-<graph>`` (Table 4's grid),
+``table9@<name>`` and ``variants-attacked@<name>``.
 
-The experiment is ``robust.<name>`` (or ``robust_attn.<name>``, whose stages also declare the
-global ``attention`` params) in ``params.yaml``::
-
-    nettack-cora-fast-twirls:
-      dataset: nettack-cora
-      graph: fast          # clean | fast (our Mettack, data/attacked/<dataset>.npz) | prognn
-      model: twirls        # a key of twirls.models.MODELS; or instead
-      # defense: gcn-svd   # one of twirls.defenses.NAMES (DeepRobust's models, our GNNGuard)
-      cells: {attack: TWIRLS}
-      model_cfg: {...}     # for robust_attn: `attention` is filled in from params `attention`
-      attention: {T: inf}  # optional overrides of the global attention params (T ablation;
-                           # T: tau means "T equal to the tau in use")
-      train_cfg: {...}     # our models only; defenses use their own (see twirls.defenses)
+Table 4's cells are composed from its group (:func:`twirls.config.entries.table4_entry`):
+``--dataset --graph --model`` pick a cell of the grid; ``table9`` / ``variants-attacked`` entries
+name their dataset and graph and reuse ``table4.twirls.<dataset>``
+(:func:`twirls.config.entries.attacked_twirls_entry`). TWIRLS with attention (``--model twirls``,
+``table9``, ``variants-attacked``) reads the global ``attention`` params plus the entry's
+overrides (``T: tau`` means T equal to the tau in use).
 
 Graphs and splits: ``clean`` is DeepRobust's nettack LCC with the seed-15 split; ``fast`` is the
 attack stage's output with the split it attacked; ``prognn`` is Pro-GNN's published 20%
-Meta-Self graph with Pro-GNN's split. Writes ``results/robust/<name>.json`` and
-``metrics/robust/<name>.json``.
+Meta-Self graph with Pro-GNN's split. Writes ``results/<stage group>/<name>.json`` and
+``metrics/<stage group>/<name>.json``.
 """
 
 from __future__ import annotations
@@ -33,15 +28,14 @@ import scipy.sparse as sp
 import torch
 
 from twirls.attack.io import load_attacked
+from twirls.config.entries import TWIRLS_ROWS, attacked_twirls_entry, table4_entry
 from twirls.data import nettack
 from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.data.registry import DatasetUnavailable, load_dataset
-from twirls.params import load_params
-from twirls.reports.results import Cell, write_cells
+from twirls.stages.skeleton import StageOutputs, entry, open_stage
 from twirls.train.device import stage_device
 from twirls.train.experiment import cells_for, model_needs_dgl, run_experiment
 from twirls.train.loop import RunResult, SeedsResult
-from twirls.train.outputs import write_json
 
 GRAPHS = ("clean", "fast", "prognn")
 
@@ -58,7 +52,7 @@ def attacked_graph(data: GraphData, graph: str, raw: Path, attacked: Path) -> Gr
     elif graph == "prognn":
         adj, split = nettack.load_prognn_meta_adj(raw / data.name, data.name), data.splits["prognn"]
     else:
-        raise SystemExit(f"robust: graph must be one of {GRAPHS}, got {graph!r}")
+        raise ValueError(f"graph must be one of {GRAPHS}, got {graph!r}")
     coo = sp.triu(sp.csr_matrix(adj), k=1).tocoo()
     g = undirected_graph(torch.from_numpy(coo.row.astype(np.int64)),
                          torch.from_numpy(coo.col.astype(np.int64)), data.num_nodes)
@@ -91,25 +85,46 @@ def with_attention(exp: dict[str, Any], attention: dict[str, Any]) -> dict[str, 
     return {**exp, "model_cfg": cfg, "split": "attack"}
 
 
+def stage_entry(args: argparse.Namespace
+                ) -> tuple[str, StageOutputs, dict[str, Any], dict[str, Any]]:
+    """The stage's name, its outputs, its complete entry and its declared params."""
+    if args.group == "table4":
+        if not (args.dataset and args.graph and args.model):
+            raise ValueError("table4 needs --dataset, --graph and --model")
+        group = "table4" if args.model not in TWIRLS_ROWS else f"table4-{args.model}"
+        name = f"{args.dataset}-{args.graph}"
+        if group == "table4":
+            name += f"-{args.model}"
+        stage = f"{group}@{name}"
+        params = open_stage(stage)
+        exp = table4_entry(params["table4"], args.dataset, args.graph, args.model)
+    else:
+        if not args.entry:
+            raise ValueError(f"{args.group} needs --entry <name>")
+        group, name = args.group, args.entry
+        stage = f"{group}@{name}"
+        params = open_stage(stage)
+        exp = attacked_twirls_entry(params[group][name], params["table4"])
+    if "attention" in params:
+        exp = with_attention(exp, params["attention"])
+    return stage, StageOutputs(group, name), {**exp, "split": "attack"}, params
+
+
+@entry
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("experiment")
-    parser.add_argument("--group", choices=("robust", "robust_attn"), default="robust")
+    parser.add_argument("group", choices=("table4", "table9", "variants-attacked"))
+    parser.add_argument("--dataset")
+    parser.add_argument("--graph")
+    parser.add_argument("--model")
+    parser.add_argument("--entry")
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))
     parser.add_argument("--attacked", type=Path, default=Path("data/attacked"))
     args = parser.parse_args(argv)
-    name, group = args.experiment, args.group
-    stage = f"{group.replace('_', '-')}@{name}"
-    params = load_params(stage)
-    exp = params[group][name]
-    torch.set_num_threads(int(params["threads"]))
-    seeds = int(exp.get("seeds", params["train"]["seeds"]))
+    stage, out, exp, params = stage_entry(args)
+    seeds = int(exp["seeds"])
     needs_dgl = "model" in exp and model_needs_dgl(exp, stage)  # defenses are torch-native
     device = stage_device(params["device"], needs_dgl=needs_dgl, who=stage)
-    if group == "robust_attn":
-        exp = with_attention(exp, params["attention"])
-    else:
-        exp = {**exp, "split": "attack"}
 
     result, reason = None, ""
     try:
@@ -124,11 +139,9 @@ def main(argv: list[str] | None = None) -> int:
             result = run_experiment(exp, data, seeds, device)
         print(f"{stage}: {result}")
     note = f"graph: {exp['graph']}" + (f"; {exp['note']}" if exp.get("note") else "")
-    cells: list[Cell] = cells_for({**exp, "note": note}, "accuracy", result, reason)
-    write_cells(Path("results/robust") / f"{name}.json", cells)
-    summary = {"status": "no-data", "reason": reason} if result is None else {
-        "status": "ok", "device": str(device), "graph": exp["graph"], **result.summary()}
-    write_json(Path("metrics/robust") / f"{name}.json", summary)
+    out.write_cells(cells_for({**exp, "note": note}, "accuracy", result, reason))
+    out.write_metrics({"status": "no-data", "reason": reason} if result is None else {
+        "status": "ok", "device": str(device), "graph": exp["graph"], **result.summary()})
     return 0
 
 

@@ -1,6 +1,7 @@
-"""Stages ``sweep@<name>``: one model over a grid of hyperparameters, every point in one stage.
+"""Stages ``table8``, ``figure2``, ``figure3``, ``chains``: one model over a grid of
+hyperparameters, every point in one stage.
 
-The sweep is ``sweeps.<name>`` in ``params.yaml``::
+The sweep is the group of the same name in ``params.yaml``::
 
     citeseer-alpha-steps:
       dataset: citeseer
@@ -19,7 +20,7 @@ The sweep is ``sweeps.<name>`` in ``params.yaml``::
                                                # Chains' length) or `split` (Amazon's label
                                                # ratio), crossed with every curve
 
-Writes ``results/sweep/<name>.json`` (cells), ``metrics/sweep/<name>.json`` (all points) and
+Writes ``results/<name>.json`` (cells), ``metrics/<name>.json`` (all points) and
 ``reports/figures/<name>.png``. A curve without ``grid`` is drawn as a horizontal line (e.g. the
 closed-form solution). Grid and data-grid keys together name a point (label, figure axis).
 """
@@ -33,15 +34,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from twirls.data.registry import DatasetUnavailable, load_dataset
-from twirls.params import load_params
 from twirls.reports.figure_file import save_figure
-from twirls.reports.results import Cell, write_cells
+from twirls.reports.results import Cell
+from twirls.stages.skeleton import StageOutputs, entry, open_stage
 from twirls.train.device import stage_device
 from twirls.train.experiment import metric_name, model_needs_dgl, run_experiment
-from twirls.train.outputs import write_json
 
 METRIC_LABELS = {"accuracy": "accuracy", "micro_f1": "micro F1", "macro_f1": "macro F1"}
 
@@ -100,19 +98,19 @@ def plot(name: str, sweep: dict[str, Any], points: list[dict[str, Any]], out: Pa
     save_figure(fig, out)
 
 
+@entry
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("sweep")
+    parser.add_argument("group", help="the sweep's params group, e.g. table8")
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))
     args = parser.parse_args(argv)
-    name = args.sweep
-    params = load_params(f"sweep@{name}")
-    sweep = params["sweeps"][name]
-    torch.set_num_threads(int(params["threads"]))
+    name = args.group
+    params = open_stage(name)
+    sweep = params[name]
     seeds = int(sweep.get("seeds", params["train"]["seeds"]))
     devices = {curve: stage_device(params["device"],
-                                   needs_dgl=model_needs_dgl(spec, f"sweep@{name} {curve}"),
-                                   who=f"sweep@{name} {curve}")
+                                   needs_dgl=model_needs_dgl(spec, f"{name} {curve}"),
+                                   who=f"{name} {curve}")
                for curve, spec in sweep["curves"].items()}
 
     cells: list[Cell] = []
@@ -130,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             except DatasetUnavailable as exc:
                 loaded[key], reason = None, str(exc)
             except ValueError as exc:  # an option the dataset does not take
-                raise SystemExit(f"sweep {name}: {exc}") from None
+                raise ValueError(f"{name}.data_grid: {exc}") from None
         data = loaded[key]
         if data is not None:
             metric = metric_name(data)
@@ -157,8 +155,9 @@ def main(argv: list[str] | None = None) -> int:
                 if "table" in sweep:
                     cells.append(Cell(sweep["table"], sweep["dataset"], label, metric, mean,
                                       std, len(result.runs), note=sweep.get("note", "")))
-    write_cells(Path("results/sweep") / f"{name}.json", cells)
-    write_json(Path("metrics/sweep") / f"{name}.json",
+    out = StageOutputs(name)
+    out.write_cells(cells)
+    out.write_metrics(
                {"status": "ok" if not reason else "no-data",
                 **({} if reason else {"device": ", ".join(sorted({str(d) for d in
                                                                   devices.values()}))}),

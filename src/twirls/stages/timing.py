@@ -1,8 +1,8 @@
-"""Stage ``timing``: Table 11, per-epoch training and test time of the paper's ten models.
+"""Stage ``table11``: Table 11, per-epoch training and test time of the paper's ten models.
 
 The paper (appendix "Running Time") trains every model for 100 epochs on ogbn-arxiv on one
 Tesla T4, all with three hidden layers and three propagation layers and about 351k parameters,
-and reports the mean seconds per training epoch and per test pass. Params ``timing``::
+and reports the mean seconds per training epoch and per test pass. Params ``table11``::
 
     graph: auto          # auto: ogbn-arxiv when fetched, else a random graph of random_sizes
     random_sizes: {nodes: 169343, edges: 1166243, features: 128, classes: 40, train: 90941}
@@ -16,9 +16,9 @@ and reports the mean seconds per training epoch and per test pass. Params ``timi
 The work of these models is set by the graph's sizes (nodes, edges, features), not by which
 nodes are linked; only memory locality differs. So a random graph of the same sizes stands in
 for ogbn-arxiv when it cannot be fetched, and every cell's note says which graph and device
-were used. Writes ``results/timing/running-time.json`` (cells:
+were used. Writes ``results/table11.json`` (cells:
 ``train_seconds`` and ``test_seconds``, medians over epochs, and ``parameters``) and
-``metrics/timing.json`` (every sample).
+``metrics/table11.json`` (every sample).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from tqdm import tqdm
 
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.models import GraphOps, build_model
-from twirls.params import load_params
 from twirls.reports.results import Cell, write_cells
+from twirls.stages.skeleton import entry, open_stage
 from twirls.train.device import stage_device
 from twirls.train.experiment import model_needs_dgl
 from twirls.train.outputs import write_json
@@ -49,8 +49,8 @@ def timing_graph(cfg: dict[str, Any], raw: Path):
     """``(graph, features, labels, train_idx, description)`` per ``cfg["graph"]``."""
     mode = cfg.get("graph", "auto")
     if mode not in ("auto", "random"):
-        raise SystemExit(f"timing.graph must be 'auto' or 'random', got {mode!r}")
-    why = "timing.graph: random"
+        raise ValueError(f"table11.graph must be 'auto' or 'random', got {mode!r}")
+    why = "table11.graph: random"
     if mode == "auto":
         try:
             data = load_dataset(DATASET, raw)
@@ -64,13 +64,14 @@ def timing_graph(cfg: dict[str, Any], raw: Path):
     return g, x, labels, train, desc
 
 
+@entry
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args(argv)
-    params = load_params("timing")
-    cfg = params["timing"]
+    params = open_stage("table11")
+    cfg = params["table11"]
     threads = int(cfg.get("threads") or 0)
     torch.set_num_threads(threads if threads > 0 else max(1, os.cpu_count() or 1))
 
@@ -78,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     on_device: dict[torch.device, tuple] = {}  # the graph and tensors, once per device used
     timers, devices = [], {}
     for label, spec in cfg["models"].items():
-        needs_dgl = model_needs_dgl(spec, f"timing.models.{label}")
-        device = stage_device(params["device"], needs_dgl=needs_dgl, who=f"timing {label}")
+        needs_dgl = model_needs_dgl(spec, f"table11.models.{label}")
+        device = stage_device(params["device"], needs_dgl=needs_dgl, who=f"table11 {label}")
         if device not in on_device:
             on_device[device] = (GraphOps.from_graph(g, device=device), x_cpu.to(device),
                                  labels_cpu.to(device), train_cpu.to(device))
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             model = build_model(spec["model"], spec.get("model_cfg"), x.shape[1],
                                 int(labels_cpu.max()) + 1, num_nodes=g.num_nodes()).to(device)
         except (KeyError, ValueError) as exc:
-            raise SystemExit(f"timing.models.{label}: {exc}") from None
+            raise ValueError(f"table11.models.{label}: {exc}") from None
         timers.append(EpochTimer(label, model, lambda m=model, o=ops, h=x: m(o, h), labels,
                                  train, lr=float(cfg.get("lr", 0.01)), weight_decay=0.0))
         devices[label] = str(device)
@@ -110,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                               statistics.pstdev(samples), len(samples), note=note))
         cells.append(Cell(TABLE, DATASET, timer.name, "parameters", float(s["parameters"]),
                           None, 1, note=note))
-    write_cells(args.out / "results" / "timing" / "running-time.json", cells)
-    write_json(args.out / "metrics" / "timing.json",
+    write_cells(args.out / "results" / "table11.json", cells)
+    write_json(args.out / "metrics" / "table11.json",
                {"graph": graph_desc, "device": ", ".join(sorted(set(devices.values()))),
                 "devices": devices, "threads": threads,
                 "epochs": epochs, "warmup": warmup, "models": summaries})

@@ -1,20 +1,21 @@
-"""Stages ``train@<experiment>``: one model on one dataset, all seeds (and splits) in one stage.
+"""Stages ``<group>@<name>`` of the train-kind groups (``table2``, ``table3``, ``table10``,
+``variants``): one model on one dataset, every seed (and split) in one stage.
 
-The experiment is ``experiments.<name>`` in ``params.yaml``::
+The entry is ``<group>.<name>`` in ``params.yaml`` (completed by
+:func:`twirls.config.entries.train_entry` with its dataset's defaults)::
 
-    cora-twirls-base:
+    cora-twirls-base-k2:
       dataset: cora
-      split: public            # a split name, or "all" (e.g. the ten Geom-GCN splits)
       model: twirls            # a key of twirls.models.MODELS
       cells: {standard-benchmarks: TWIRLS-base}   # paper table -> model label of our cell
       model_cfg: {steps: 16, lam: 1.0, alpha: 1.0, ...}
       train_cfg: {epochs: 500, lr: 0.1, weight_decay: 5.0e-4}
-      seeds: 10                # optional; default train.seeds
+      seeds: 10                # optional; default: the dataset's, else train.seeds
 
-Writes ``results/train/<name>.json`` (cells for the report, per-run scores in ``extra``),
-``metrics/train/<name>.json`` (for ``dvc metrics``) and ``plots/train/<name>.csv`` (the first
-run's per-epoch history, for ``dvc plots``). If the dataset could not be fetched, the cells are
-``no-data`` with the fetch's reason and the metrics say so.
+Writes ``results/<group>/<name>.json`` (cells for the report, per-run scores in ``extra``),
+``metrics/<group>/<name>.json`` (for ``dvc metrics``) and ``plots/<group>/<name>.csv`` (the first
+run's per-epoch history, for ``dvc plots``). If the dataset could never be fetched, the cells are
+``no-data`` with the fetch's reason; a damaged dataset fails the stage instead.
 """
 
 from __future__ import annotations
@@ -23,29 +24,27 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
-
+from twirls.config.entries import train_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
-from twirls.params import load_params
-from twirls.reports.results import write_cells
+from twirls.stages.skeleton import StageOutputs, entry, open_stage
 from twirls.train.device import stage_device
 from twirls.train.experiment import cells_for, metric_name, model_needs_dgl, run_experiment
-from twirls.train.outputs import write_history, write_json
 
 
+@entry
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("experiment")
+    parser.add_argument("group")
+    parser.add_argument("name")
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))
     parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args(argv)
-    name = args.experiment
-    params = load_params(f"train@{name}")
-    exp = params["experiments"][name]
+    stage = f"{args.group}@{args.name}"
+    params = open_stage(stage)
+    exp = train_entry(params[args.group][args.name])
     seeds = int(exp.get("seeds", params["train"]["seeds"]))
-    device = stage_device(params["device"], needs_dgl=model_needs_dgl(exp, name),
-                          who=f"train@{name}")
-    torch.set_num_threads(int(params["threads"]))
+    device = stage_device(params["device"], needs_dgl=model_needs_dgl(exp, stage), who=stage)
+    out = StageOutputs(args.group, args.name, args.out)
 
     result, reason = None, ""
     try:
@@ -55,14 +54,11 @@ def main(argv: list[str] | None = None) -> int:
         reason, metric = str(exc), exp.get("metric", "accuracy")
     if not reason:
         result = run_experiment(exp, data, seeds, device)
-        print(f"{name}: {result}")
-    write_cells(args.out / "results" / "train" / f"{name}.json",
-                cells_for(exp, metric, result, reason))
-    summary = {"status": "no-data", "reason": reason} if result is None else {
-        "status": "ok", "device": str(device), **result.summary()}
-    write_json(args.out / "metrics" / "train" / f"{name}.json", summary)
-    write_history(args.out / "plots" / "train" / f"{name}.csv",
-                  [] if result is None else result.runs[0].history)
+        print(f"{stage}: {result}")
+    out.write_cells(cells_for(exp, metric, result, reason))
+    out.write_metrics({"status": "no-data", "reason": reason} if result is None else {
+        "status": "ok", "device": str(device), **result.summary()})
+    out.write_history([] if result is None else result.runs[0].history)
     return 0
 
 

@@ -34,22 +34,22 @@ def prepare_features(features: torch.Tensor, exp: dict[str, Any]) -> torch.Tenso
     if mode == "none":
         return features
     if mode != "row":
-        raise SystemExit(f"feature_norm must be 'row' or 'none', got {mode!r}")
+        raise ValueError(f"feature_norm must be 'row' or 'none', got {mode!r}")
     if bool((features < 0).any()):
-        raise SystemExit(
+        raise ValueError(
             f"experiment on {exp.get('dataset', '?')}: the features have negative entries, so "
             "row normalisation (divide by the row sum) is undefined; set 'feature_norm: none' "
-            "in its params.yaml entry.")
+            "in its params.yaml entry (or in twirls/data/defaults.py for the dataset).")
     return features / features.sum(1, keepdim=True).clamp(min=1e-12)
 
 
 def model_needs_dgl(exp: dict[str, Any], where: str) -> bool:
     """Whether the experiment's model runs on DGL's layers (see ``train.device``); an unknown
-    model name is one clear line naming the entry."""
+    model name is a ``ValueError`` naming the entry."""
     try:
         return requires_dgl(exp["model"])
     except KeyError as exc:
-        raise SystemExit(f"error: {where}: {exc.args[0]}") from None
+        raise ValueError(f"{where}: {exc.args[0]}") from None
 
 
 def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
@@ -59,7 +59,7 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
     splits = list(data.splits) if exp.get("split", "all") == "all" else [exp["split"]]
     missing = [s for s in splits if s not in data.splits]
     if missing:
-        raise SystemExit(f"experiment on {data.name}: no split {missing[0]!r}; "
+        raise ValueError(f"experiment on {data.name}: no split {missing[0]!r}; "
                          f"the dataset has {', '.join(data.splits)}")
     ops = GraphOps.from_graph(data.graph, device=device)
     x = None if data.features is None else prepare_features(data.features, exp).to(device)
@@ -91,6 +91,5 @@ def cells_for(exp: dict[str, Any], metric: str, result: SeedsResult | None,
                         note=exp.get("note", ""),
                         extra={"test_per_run": scores,
                                "best_epoch_per_run": [r.best_epoch for r in result.runs],
-                               "seconds_per_run": round(result.summary()["seconds_mean"], 3),
                                "variant": (exp.get("model_cfg") or {}).get("variant", "paper")}))
     return out

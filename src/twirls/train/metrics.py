@@ -7,7 +7,9 @@ from torch import Tensor
 
 
 def accuracy(logits: Tensor, labels: Tensor) -> float:
-    """Fraction of rows whose arg-max equals the label (``nan`` for no rows)."""
+    """Fraction of rows whose arg-max equals the label; ``nan`` for no rows (an empty selection
+    has no accuracy, and a ``nan`` never wins a model selection). The one accuracy of the
+    project: training, the defenses and the attack's surrogate all use it."""
     return float(accuracy_tensor(logits, labels))
 
 

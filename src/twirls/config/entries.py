@@ -1,0 +1,56 @@
+"""Complete experiment entries from ``params.yaml``'s table groups.
+
+A stage runs one *entry*: ``dataset``, ``model`` (or a DeepRobust ``defense``), ``cells`` (paper
+table -> our row label), ``model_cfg``, ``train_cfg``, ``seeds``, ``split``, ``feature_norm``
+and, on attacked data, ``graph``. The groups state only what differs; this module fills in the
+rest: the dataset's defaults (:data:`twirls.data.defaults.DATASET_DEFAULTS`) and, for Table 4's
+combinations, the shared per-dataset TWIRLS hyperparameters (``table4.twirls``) and labels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twirls.data.defaults import with_dataset_defaults
+
+#: ``table4`` model names that are our TWIRLS rather than a DeepRobust/GNNGuard defense.
+TWIRLS_ROWS = ("twirls-base", "twirls")
+
+
+def train_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entry of a train-kind group (``table2``, ``table3``, ``table10``, ``variants``)."""
+    return with_dataset_defaults(entry)
+
+
+def table4_entry(table4: dict[str, Any], dataset: str, graph: str, model: str
+                 ) -> dict[str, Any]:
+    """One cell of Table 4's dataset x graph x model grid.
+
+    ``model`` is a defense (``table4.defenses``) or ``twirls-base`` / ``twirls`` (the attention
+    itself is added by the stage from the global ``attention`` params). ``table4`` holds only
+    the keys the stage declares: ``tables.<graph>``, ``labels.<model>``, ``seeds.<model>`` and,
+    for TWIRLS, ``twirls.<dataset>`` and ``also.<graph>``.
+    """
+    cells = {table4["tables"][graph]: table4["labels"][model]}
+    entry: dict[str, Any] = {"dataset": dataset, "graph": graph,
+                             "seeds": table4["seeds"][model], "cells": cells}
+    if model in TWIRLS_ROWS:
+        hyper = table4["twirls"][dataset]
+        entry.update(model="twirls", model_cfg=dict(hyper["model_cfg"]),
+                     train_cfg=dict(hyper["train_cfg"]))
+        if model == "twirls":
+            cells.update(table4["also"][graph])
+    else:
+        entry["defense"] = model
+    return with_dataset_defaults(entry)
+
+
+def attacked_twirls_entry(entry: dict[str, Any], table4: dict[str, Any]) -> dict[str, Any]:
+    """An entry of ``table9`` / ``variants-attacked``: TWIRLS on an attacked graph with Table 4's
+    hyperparameters for its dataset (``table4.twirls.<dataset>``, seeds ``table4.seeds.twirls``),
+    the entry's ``model_cfg`` keys overriding them (e.g. ``variant: reference``)."""
+    hyper = table4["twirls"][entry["dataset"]]
+    out = {"seeds": table4["seeds"]["twirls"], "model": "twirls", **entry,
+           "model_cfg": {**hyper["model_cfg"], **(entry.get("model_cfg") or {})},
+           "train_cfg": dict(hyper["train_cfg"])}
+    return with_dataset_defaults(out)

@@ -1,0 +1,369 @@
+"""One schema for every value of ``params.yaml``, checked before anything expensive runs.
+
+:func:`check_params` walks whatever part of the params it is given (the whole file in the
+``check-params`` stage, the declared keys in every other stage) and raises :class:`ConfigError`
+with one line: where the value is, what it is, what is allowed (and "did you mean" for names).
+Model hyperparameters are checked by building the model on a toy size through its own
+``from_config`` (the one place that knows its keys and defaults); optimisation ones by
+:class:`twirls.train.loop.TrainConfig`; the attention by
+:class:`twirls.models.attention.AttentionSpec` (paper Table 1: 0 <= p <= 2, tau > 0, T >= tau).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+#: groups of experiment entries run by the train stage (``<group>@<name>``).
+TRAIN_GROUPS = ("table2", "table3", "table10", "variants")
+#: groups of entries on attacked graphs with Table 4's TWIRLS hyperparameters.
+ATTACKED_GROUPS = ("table9", "variants-attacked")
+#: single-stage hyperparameter sweeps (``stages/sweep.py``).
+SWEEP_GROUPS = ("table8", "figure2", "figure3", "chains")
+GRAPHS = ("fast", "clean", "prognn")
+DEVICES = ("auto", "cpu", "cuda")
+ATTACK_IMPLEMENTATIONS = ("fast", "deeprobust", "prognn")
+ATTACKED_DATASETS = ("nettack-cora", "nettack-citeseer")
+
+
+class ConfigError(ValueError):
+    """A value of ``params.yaml`` that the pipeline cannot use; the message is one line."""
+
+
+def _where(path: str) -> str:
+    return f"params.yaml: {path}"
+
+
+def fail(path: str, value: Any, allowed: str) -> None:
+    raise ConfigError(f"{_where(path)} = {value!r}: {allowed}")
+
+
+def choose(path: str, value: Any, choices: tuple[str, ...] | list[str], what: str = "") -> None:
+    """``value`` must be one of ``choices``; a near miss gets "did you mean"."""
+    if isinstance(value, str) and value in choices:
+        return
+    close = difflib.get_close_matches(str(value), list(choices), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    fail(path, value, f"unknown {what or 'value'}{hint}; allowed: {', '.join(choices)}")
+
+
+def number(path: str, value: Any, *, integer: bool = False, lo: float | None = None,
+           hi: float | None = None, lo_open: bool = False, hi_open: bool = False) -> None:
+    """A number (an integer if ``integer``) within ``lo``..``hi`` (open ends if asked)."""
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    ok = is_int if integer else (is_int or isinstance(value, float))
+    if ok and isinstance(value, float) and math.isnan(value):
+        ok = False
+    if ok and lo is not None:
+        ok = value > lo if lo_open else value >= lo
+    if ok and hi is not None:
+        ok = value < hi if hi_open else value <= hi
+    if not ok:
+        kind = "an integer" if integer else "a number"
+        left = "" if lo is None else f"{'>' if lo_open else '>='} {lo:g}"
+        right = "" if hi is None else f"{'<' if hi_open else '<='} {hi:g}"
+        bounds = " and ".join(b for b in (left, right) if b)
+        note = (" (PyYAML reads 1e-3 as a string: write 1.0e-3)"
+                if isinstance(value, str) and _is_float(value) else "")
+        fail(path, value, f"expected {kind}{' ' + bounds if bounds else ''}{note}")
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def mapping(path: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        fail(path, value, "expected a mapping (key: value lines)")
+    return value
+
+
+def names(path: str, value: Any, choices: tuple[str, ...] | list[str], what: str) -> None:
+    if not isinstance(value, list) or not value:
+        fail(path, value, f"expected a non-empty list of {what}s")
+    for i, item in enumerate(value):
+        choose(f"{path}[{i}]", item, choices, what)
+
+
+def keys(path: str, section: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    for key in section:
+        choose(f"{path}.{key}", key, allowed, "key")
+
+
+def _datasets() -> tuple[str, ...]:
+    from twirls.data.registry import LOADERS
+
+    return tuple(LOADERS)
+
+
+def check_model(path: str, model: Any, cfg: Any) -> None:
+    """``model`` names a model and ``cfg`` is a config its ``from_config`` accepts."""
+    from twirls.models import MODELS, build_model
+
+    choose(f"{path}.model", model, tuple(MODELS), "model")
+    if cfg is not None:
+        mapping(f"{path}.model_cfg", cfg)
+    try:
+        build_model(model, cfg, 8, 3, num_nodes=16)
+    except ImportError:  # GAT / GraphSAGE without DGL: their stage says so when it runs
+        return
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ConfigError(f"{_where(path + '.model_cfg')}: {exc}") from None
+
+
+def check_train_cfg(path: str, cfg: Any) -> None:
+    from twirls.train.loop import TrainConfig
+
+    if cfg is None:
+        return
+    cfg = mapping(path, cfg)
+    keys(path, cfg, ("epochs", "lr", "weight_decay", "patience"))
+    if "epochs" in cfg:
+        number(f"{path}.epochs", cfg["epochs"], integer=True, lo=1)
+    if "lr" in cfg:
+        number(f"{path}.lr", cfg["lr"], lo=0, lo_open=True)
+    if "weight_decay" in cfg:
+        number(f"{path}.weight_decay", cfg["weight_decay"], lo=0)
+    if cfg.get("patience") is not None:
+        number(f"{path}.patience", cfg["patience"], integer=True, lo=1)
+    TrainConfig.from_config(cfg)
+
+
+def check_attention(path: str, att: Any, partial: bool = False) -> None:
+    """IRLS attention ``{p, tau, T, placement}``; ``partial``: overrides (``T: tau`` allowed)."""
+    from twirls.models.attention import AttentionSpec
+
+    att = mapping(path, att)
+    keys(path, att, ("p", "tau", "T", "placement"))
+    if "p" in att:
+        number(f"{path}.p", att["p"], lo=0, hi=2)
+    if "tau" in att:
+        number(f"{path}.tau", att["tau"], lo=0, lo_open=True)
+    big_t = att.get("T")
+    if big_t is not None and not (isinstance(big_t, str) and big_t in ("inf", "tau")):
+        number(f"{path}.T", big_t, lo=0, lo_open=True)
+    if big_t == "tau" and not partial:
+        fail(f"{path}.T", big_t, "'tau' is only allowed in an entry's attention overrides")
+    if "placement" in att:
+        choose(f"{path}.placement", att["placement"], ("middle", "before+middle", "every"),
+               "placement")
+    if partial:
+        return
+    try:
+        AttentionSpec.from_config(att)
+    except ValueError as exc:
+        raise ConfigError(f"{_where(path)}: {exc}") from None
+
+
+def check_cells(path: str, cells: Any) -> None:
+    cells = mapping(path, cells)
+    for table, label in cells.items():
+        if not isinstance(label, str) or not label:
+            fail(f"{path}.{table}", label, "expected the row label of our cell (a string)")
+
+
+def check_seeds(path: str, seeds: Any) -> None:
+    number(path, seeds, integer=True, lo=1)
+
+
+def check_train_entry(path: str, entry: Any) -> None:
+    """An experiment entry of a train-kind group (see :mod:`twirls.config.entries`)."""
+    entry = mapping(path, entry)
+    keys(path, entry, ("dataset", "model", "cells", "model_cfg", "train_cfg", "seeds", "split",
+                       "feature_norm", "note", "metric"))
+    for key in ("dataset", "model", "cells"):
+        if key not in entry:
+            fail(f"{path}", dict(entry), f"missing key {key!r}")
+    choose(f"{path}.dataset", entry["dataset"], _datasets(), "dataset")
+    check_cells(f"{path}.cells", entry["cells"])
+    if "seeds" in entry:
+        check_seeds(f"{path}.seeds", entry["seeds"])
+    if "feature_norm" in entry:
+        choose(f"{path}.feature_norm", entry["feature_norm"], ("row", "none"), "feature_norm")
+    check_train_cfg(f"{path}.train_cfg", entry.get("train_cfg"))
+    check_model(path, entry["model"], entry.get("model_cfg"))
+
+
+def check_attacked_entry(path: str, entry: Any) -> None:
+    entry = mapping(path, entry)
+    keys(path, entry, ("dataset", "graph", "attention", "model_cfg", "cells", "seeds", "note"))
+    choose(f"{path}.dataset", entry.get("dataset"), ATTACKED_DATASETS, "dataset")
+    choose(f"{path}.graph", entry.get("graph"), GRAPHS, "graph")
+    check_cells(f"{path}.cells", entry.get("cells"))
+    if "attention" in entry:
+        check_attention(f"{path}.attention", entry["attention"], partial=True)
+    if "model_cfg" in entry:
+        mapping(f"{path}.model_cfg", entry["model_cfg"])
+
+
+def check_table4(path: str, t4: Any) -> None:
+    """Table 4's grid; a stage passes only the keys it declares, so each part is optional."""
+    from twirls.defenses import NAMES
+
+    t4 = mapping(path, t4)
+    rows = tuple(NAMES) + ("twirls-base", "twirls")
+    keys(path, t4, ("datasets", "graphs", "defenses", "tables", "labels", "seeds", "also",
+                    "twirls"))
+    if "datasets" in t4:
+        names(f"{path}.datasets", t4["datasets"], ATTACKED_DATASETS, "dataset")
+    if "graphs" in t4:
+        names(f"{path}.graphs", t4["graphs"], GRAPHS, "graph")
+    if "defenses" in t4:
+        names(f"{path}.defenses", t4["defenses"], tuple(NAMES), "defense")
+    for graph, table in mapping(f"{path}.tables", t4.get("tables", {})).items():
+        choose(f"{path}.tables.{graph}", graph, GRAPHS, "graph")
+        if not isinstance(table, str):
+            fail(f"{path}.tables.{graph}", table, "expected a report table name")
+    for row, label in mapping(f"{path}.labels", t4.get("labels", {})).items():
+        choose(f"{path}.labels.{row}", row, rows, "row")
+        if not isinstance(label, str):
+            fail(f"{path}.labels.{row}", label, "expected a row label (a string)")
+    for row, seeds in mapping(f"{path}.seeds", t4.get("seeds", {})).items():
+        choose(f"{path}.seeds.{row}", row, rows, "row")
+        check_seeds(f"{path}.seeds.{row}", seeds)
+    for graph, cells in mapping(f"{path}.also", t4.get("also", {})).items():
+        choose(f"{path}.also.{graph}", graph, GRAPHS, "graph")
+        check_cells(f"{path}.also.{graph}", cells)
+    for dataset, hyper in mapping(f"{path}.twirls", t4.get("twirls", {})).items():
+        where = f"{path}.twirls.{dataset}"
+        choose(where, dataset, ATTACKED_DATASETS, "dataset")
+        hyper = mapping(where, hyper)
+        keys(where, hyper, ("model_cfg", "train_cfg"))
+        check_train_cfg(f"{where}.train_cfg", hyper.get("train_cfg"))
+        check_model(where, "twirls", hyper.get("model_cfg"))
+
+
+def check_sweep(path: str, sweep: Any) -> None:
+    sweep = mapping(path, sweep)
+    keys(path, sweep, ("dataset", "split", "table", "label", "note", "seeds", "curves", "figure",
+                       "data_grid"))
+    choose(f"{path}.dataset", sweep.get("dataset"), _datasets(), "dataset")
+    if "seeds" in sweep:
+        check_seeds(f"{path}.seeds", sweep["seeds"])
+    curves = mapping(f"{path}.curves", sweep.get("curves"))
+    for name, curve in curves.items():
+        where = f"{path}.curves.{name}"
+        curve = mapping(where, curve)
+        keys(where, curve, ("model", "model_cfg", "train_cfg", "grid"))
+        check_train_cfg(f"{where}.train_cfg", curve.get("train_cfg"))
+        check_model(where, curve.get("model"), curve.get("model_cfg"))
+        for key, values in mapping(f"{where}.grid", curve.get("grid", {})).items():
+            if not isinstance(values, list) or not values:
+                fail(f"{where}.grid.{key}", values, "expected a non-empty list of values")
+    for key, values in mapping(f"{path}.data_grid", sweep.get("data_grid", {})).items():
+        if not isinstance(values, list) or not values:
+            fail(f"{path}.data_grid.{key}", values, "expected a non-empty list of values")
+
+
+def check_timing(path: str, cfg: Any) -> None:
+    cfg = mapping(path, cfg)
+    keys(path, cfg, ("graph", "random_sizes", "epochs", "warmup", "threads", "lr", "models"))
+    if "graph" in cfg:
+        choose(f"{path}.graph", cfg["graph"], ("auto", "random"), "graph")
+    for key, lo in (("epochs", 1), ("warmup", 0), ("threads", 0)):
+        if key in cfg:
+            number(f"{path}.{key}", cfg[key], integer=True, lo=lo)
+    if "lr" in cfg:
+        number(f"{path}.lr", cfg["lr"], lo=0, lo_open=True)
+    for key, value in mapping(f"{path}.random_sizes", cfg.get("random_sizes", {})).items():
+        number(f"{path}.random_sizes.{key}", value, integer=True, lo=1)
+    for label, spec in mapping(f"{path}.models", cfg.get("models", {})).items():
+        spec = mapping(f"{path}.models.{label}", spec)
+        check_model(f"{path}.models.{label}", spec.get("model"), spec.get("model_cfg"))
+
+
+def check_energy(path: str, cfg: Any) -> None:
+    cfg = mapping(path, cfg)
+    if "dataset" in cfg:
+        choose(f"{path}.dataset", cfg["dataset"], _datasets(), "dataset")
+    for key, kwargs in (("seed", {"integer": True, "lo": 0}), ("steps", {"integer": True, "lo": 1}),
+                        ("alpha", {"lo": 0, "lo_open": True}), ("monotone_rtol", {"lo": 0})):
+        if key in cfg:
+            number(f"{path}.{key}", cfg[key], **kwargs)
+    if "train_cfg" in cfg:
+        check_train_cfg(f"{path}.train_cfg", cfg["train_cfg"])
+    if "model_cfg" in cfg:
+        check_model(path, "twirls", cfg["model_cfg"])
+
+
+def _each(check: Callable[[str, Any], None]) -> Callable[[str, Any], None]:
+    def run(path: str, group: Any) -> None:
+        for name, entry in mapping(path, group).items():
+            check(f"{path}.{name}", entry)
+    return run
+
+
+def _device(path: str, value: Any) -> None:
+    if isinstance(value, str) and value.startswith("cuda:") and value[5:].isdigit():
+        return
+    choose(path, value, DEVICES, "device")
+
+
+def _train(path: str, value: Any) -> None:
+    value = mapping(path, value)
+    keys(path, value, ("seeds",))
+    if "seeds" in value:
+        check_seeds(f"{path}.seeds", value["seeds"])
+
+
+def _attack(path: str, value: Any) -> None:
+    value = mapping(path, value)
+    keys(path, value, ("datasets", "rate", "seed", "implementation"))
+    if "datasets" in value:
+        names(f"{path}.datasets", value["datasets"], ATTACKED_DATASETS, "dataset")
+    if "rate" in value:
+        number(f"{path}.rate", value["rate"], lo=0, hi=1, lo_open=True, hi_open=True)
+    if "seed" in value:
+        number(f"{path}.seed", value["seed"], integer=True, lo=0)
+    if "implementation" in value:
+        choose(f"{path}.implementation", value["implementation"], ATTACK_IMPLEMENTATIONS,
+               "implementation")
+
+
+def _datasets_list(path: str, value: Any) -> None:
+    value = mapping(path, value)
+    keys(path, value, ("datasets",))
+    if "datasets" in value:
+        names(f"{path}.datasets", value["datasets"], _datasets(), "dataset")
+
+
+def _report(path: str, value: Any) -> None:
+    value = mapping(path, value)
+    keys(path, value, ("cells", "figures"))
+    for key in ("cells", "figures"):
+        items = value.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            fail(f"{path}.{key}", items, "expected a list of names")
+
+
+#: top-level key -> its check.
+SECTIONS: dict[str, Callable[[str, Any], None]] = {
+    "threads": lambda p, v: number(p, v, integer=True, lo=1),
+    "device": _device,
+    "train": _train,
+    "attention": lambda p, v: check_attention(p, v),
+    "attack": _attack,
+    "fetch": _datasets_list,
+    **{group: _each(check_train_entry) for group in TRAIN_GROUPS},
+    "table4": check_table4,
+    "table5": _datasets_list,
+    **{group: check_sweep for group in SWEEP_GROUPS},
+    **{group: _each(check_attacked_entry) for group in ATTACKED_GROUPS},
+    "table11": check_timing,
+    "energy": check_energy,
+    "report": _report,
+}
+
+
+def check_params(params: Mapping[str, Any]) -> None:
+    """Check every section present in ``params``; raise :class:`ConfigError` on the first bad
+    value. An unknown top-level key is an error too (a misspelt group would be ignored)."""
+    for key, value in mapping("(top level)", params).items():
+        choose(key, key, tuple(SECTIONS), "top-level key")
+        SECTIONS[key](key, value)

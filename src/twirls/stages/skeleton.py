@@ -1,0 +1,87 @@
+"""What every stage script shares: its declared params (checked against the schema), torch
+threads, its device, the paths it owns, and one clear line instead of a traceback.
+
+A stage script reads like DVC's example-get-started: parse its arguments, ``open_stage``, load
+the data, call the library, write through :class:`StageOutputs`. Library code raises
+``ValueError`` (or :class:`twirls.config.schema.ConfigError`, one of them) and
+:class:`twirls.data.registry.DatasetDamaged`; :func:`entry` turns those into ``error: <stage>:
+<message>`` and exit status 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from twirls.config.schema import check_params
+from twirls.params import load_params
+from twirls.reports.results import Cell, write_cells
+from twirls.train.outputs import write_history, write_json
+
+
+@dataclass(frozen=True)
+class StageOutputs:
+    """The files one stage ``<group>@<name>`` owns: ``results/<group>/<name>.json`` (report
+    cells), ``metrics/<group>/<name>.json`` (``dvc metrics``) and ``plots/<group>/<name>.csv``
+    (``dvc plots``); a stage without a name owns ``results/<group>.json`` and so on."""
+
+    group: str
+    name: str = ""
+    root: Path = Path(".")
+
+    def path(self, kind: str, suffix: str) -> Path:
+        if self.name:
+            return self.root / kind / self.group / f"{self.name}{suffix}"
+        return self.root / kind / f"{self.group}{suffix}"
+
+    @property
+    def results(self) -> Path:
+        return self.path("results", ".json")
+
+    @property
+    def metrics(self) -> Path:
+        return self.path("metrics", ".json")
+
+    @property
+    def plots(self) -> Path:
+        return self.path("plots", ".csv")
+
+    def write_cells(self, cells: list[Cell]) -> None:
+        write_cells(self.results, cells)
+
+    def write_metrics(self, summary: dict[str, Any]) -> None:
+        write_json(self.metrics, summary)
+
+    def write_history(self, history: list[dict[str, float]]) -> None:
+        write_history(self.plots, history)
+
+
+def open_stage(stage: str) -> dict[str, Any]:
+    """The params ``stage`` declares in ``dvc.yaml``, checked against the schema, with torch's
+    thread count set from ``threads`` when the stage declares it."""
+    params = load_params(stage)
+    check_params(params)
+    if "threads" in params:
+        import torch
+
+        torch.set_num_threads(int(params["threads"]))
+    return params
+
+
+def entry(stage_main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
+    """Wrap a stage's ``main``: a user-facing error becomes one line on stderr and exit 1."""
+    from twirls.data.registry import DatasetDamaged
+
+    def run(argv: list[str] | None = None) -> int:
+        try:
+            return stage_main(argv)
+        except (ValueError, DatasetDamaged) as exc:
+            name = Path(sys.argv[0]).stem if argv is None else stage_main.__module__
+            print(f"error: {name}: {exc}", file=sys.stderr)
+            return 1
+
+    run.__doc__ = stage_main.__doc__
+    return run
