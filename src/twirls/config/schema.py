@@ -85,8 +85,8 @@ def mapping(path: str, value: Any) -> Mapping[str, Any]:
 
 
 def names(path: str, value: Any, choices: tuple[str, ...] | list[str], what: str) -> None:
-    if not isinstance(value, list) or not value:
-        fail(path, value, f"expected a non-empty list of {what}s")
+    if not isinstance(value, list):
+        fail(path, value, f"expected a list of {what}s")
     for i, item in enumerate(value):
         choose(f"{path}[{i}]", item, choices, what)
 
