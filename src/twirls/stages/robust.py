@@ -29,6 +29,7 @@ import torch
 
 from twirls.attack.io import load_attacked
 from twirls.config.entries import TWIRLS_ROWS, attacked_twirls_entry, table4_entry
+from twirls.config.schema import GRAPHS
 from twirls.data import nettack
 from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.data.registry import DatasetUnavailable, load_dataset
@@ -36,8 +37,6 @@ from twirls.stages.skeleton import StageOutputs, entry, open_stage
 from twirls.train.device import stage_device
 from twirls.train.experiment import cells_for, model_needs_dgl, run_experiment
 from twirls.train.loop import RunResult, SeedsResult
-
-GRAPHS = ("clean", "fast", "prognn")
 
 
 def attacked_graph(data: GraphData, graph: str, raw: Path, attacked: Path) -> GraphData:

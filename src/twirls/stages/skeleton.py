@@ -79,8 +79,7 @@ def entry(stage_main: Callable[[list[str] | None], int]) -> Callable[[list[str] 
         try:
             return stage_main(argv)
         except (ValueError, DatasetDamaged) as exc:
-            name = Path(sys.argv[0]).stem if argv is None else stage_main.__module__
-            print(f"error: {name}: {exc}", file=sys.stderr)
+            print(f"error: {stage_main.__module__.rsplit('.', 1)[-1]}: {exc}", file=sys.stderr)
             return 1
 
     run.__doc__ = stage_main.__doc__
