@@ -123,19 +123,19 @@ def test_index_lists_every_table_and_figure(tmp_path):
 def test_index_claims_only_figures_that_exist(tmp_path):
     (tmp_path / "figures").mkdir()
     (tmp_path / "figures" / "cosine-rho.png").write_bytes(b"png")
-    assert figures_present(tmp_path, {"cosine-rho", "propagation-steps-cora"}) == {"cosine-rho"}
+    assert figures_present(tmp_path, {"cosine-rho", "figure2"}) == {"cosine-rho"}
 
 
 def test_index_says_when_a_sweep_figure_had_no_data(tmp_path):
     metrics = tmp_path / "metrics"
     metrics.mkdir()
-    (metrics / "amazon.json").write_text('{"status": "no-data", "points": {}}')
+    (metrics / "figure3.json").write_text('{"status": "no-data", "points": {}}')
     (metrics / "chains.json").write_text('{"status": "ok", "points": {"a": 1.0}}')
-    empty = sweeps_without_data(metrics, {"amazon", "chains", "not-run-yet"})
-    assert empty == {"amazon"}
-    write_index(build_results([], read_paper()), tmp_path, {"amazon", "chains"}, None, empty)
+    empty = sweeps_without_data(metrics, {"figure3", "chains", "not-run-yet"})
+    assert empty == {"figure3"}
+    write_index(build_results([], read_paper()), tmp_path, {"figure3", "chains"}, None, empty)
     lines = (tmp_path / "README.md").read_text().splitlines()
-    assert any("[amazon.png]" in ln and "no data (the figure says why)" in ln for ln in lines)
+    assert any("[figure3.png]" in ln and "no data (the figure says why)" in ln for ln in lines)
     assert any("[chains.png]" in ln and ln.endswith("| generated |") for ln in lines)
 
 

@@ -1,12 +1,12 @@
 """Every figure of the paper (the source has no image files, so none has numbers to compare)."""
 
 FIGURES: dict[str, str] = {
-    "propagation-steps-cora": "Figure 2: Accuracy versus propagation steps on Cora",
-    "amazon": "Figure 3 and appendix figure: Amazon co-purchase micro F1 and macro F1",
+    "figure2": "Figure 2: Accuracy versus propagation steps on Cora",
+    "figure3": "Figure 3 and appendix figure: Amazon co-purchase micro F1 and macro F1",
     "cosine-rho": "Figure 1: rho(z^2) of cosine-distance attention, z^2 - z^4/8",
     "attention-functions": "Appendix figure: rho(z^2) and s(z^2), p = 0.1, tau = 0.2, T = 2",
     "chains": "Appendix figure: Chains, accuracy versus chain length",
-    "citeseer-alpha-steps": "Extra figure: Table 8 (alpha x S on Citeseer) drawn as curves",
+    "table8": "Extra figure: Table 8 (alpha x S on Citeseer) drawn as curves",
     "energy-per-step-cora": "Extra figure: energy per propagation step on Cora, with and without "
                             "attention (Lemma 3.3)",
     "architecture": "Appendix figure: model architecture (a diagram, not reproduced)",
