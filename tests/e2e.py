@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
+from twirls.params import read_all, write_all
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = Path(os.environ.get("TWIRLS_DATA_MIRROR") or REPO.parent / "shared" / "datasets")
@@ -31,11 +31,11 @@ def copy_repo(dest: Path, params_override: dict) -> Path:
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
-    params = yaml.safe_load((dest / "params.yaml").read_text())
+    params = read_all(dest)
     override = dict(params_override)
     for key in override.pop("_replace", []):
         params.pop(key, None)
-    (dest / "params.yaml").write_text(yaml.safe_dump(deep_merge(params, override)))
+    write_all(dest, deep_merge(params, override))
     git(dest, "init", "-q")
     git(dest, "add", "-A")
     git(dest, "commit", "-qm", "e2e copy")

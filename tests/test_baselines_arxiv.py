@@ -12,13 +12,13 @@ import json
 
 import pytest
 import torch
-import yaml
 from torch.nn import functional as F
 
 from twirls.config.entries import train_entry
 from twirls.data.graph import undirected_graph
 from twirls.data.registry import STATUS_FILE
 from twirls.models import GraphOps, build_model
+from twirls.params import read_all
 from twirls.train.experiment import prepare_features
 
 from fixtures import REPO, write_ogb_arxiv
@@ -26,7 +26,7 @@ from fixtures import REPO, write_ogb_arxiv
 DT = torch.float64
 N, D, C = 40, 12, 5
 #: Table 2's ogbn-arxiv entries as written in params.yaml (the stage adds the dataset's defaults)
-TABLE2_ARXIV = {k: v for k, v in yaml.safe_load((REPO / "params.yaml").read_text())[
+TABLE2_ARXIV = {k: v for k, v in read_all(REPO)[
     "table2"].items() if v["dataset"] == "ogbn-arxiv"}
 #: ... and complete (split ``time``, ``feature_norm: none`` from twirls.data.defaults)
 ARXIV = {k: train_entry(v) for k, v in TABLE2_ARXIV.items()}
@@ -70,7 +70,7 @@ def run_both(name: str, cfg: dict, reference) -> tuple[torch.Tensor, torch.Tenso
 def test_every_arxiv_baseline_of_table_2_has_an_entry_with_raw_features():
     labels = {label for exp in ARXIV.values() for label in exp["cells"].values()}
     assert labels == {"SGC", "GCN", "APPNP", "JKNet", "GCNII", "DAGNN", "TWIRLS-base"}
-    seeds = yaml.safe_load((REPO / "params.yaml").read_text())["train"]["seeds"]
+    seeds = read_all(REPO)["train"]["seeds"]
     assert all(exp["feature_norm"] == "none" and exp["split"] == "time"
                and exp.get("seeds", seeds) == 10 for exp in ARXIV.values())  # OGB's 10 runs
 
@@ -209,7 +209,8 @@ def test_arxiv_experiment_runs_through_the_train_stage(tmp_path, monkeypatch, na
     for key in ("hidden", "layers"):
         if key in exp["model_cfg"]:
             exp["model_cfg"][key] = min(exp["model_cfg"][key], 16 if key == "hidden" else 3)
-    params = {"table2": {name: exp}, "train": {"seeds": 1}, "device": "cpu", "threads": 1}
+    params = {"table2": {name: exp}, "train": {"seeds": 1}, "device": "cpu", "threads": 1,
+              "jobs": 1}
     stages: list[str] = []
     monkeypatch.setattr(train, "open_stage", lambda stage: stages.append(stage) or params)
     assert train.main(["table2", name, "--raw", str(tmp_path / "raw"),

@@ -15,12 +15,13 @@ from twirls.config.entries import attacked_twirls_entry, table4_entry, train_ent
 from twirls.config.schema import ATTACKED_GROUPS, TRAIN_GROUPS, ConfigError, check_params
 from twirls.data.defaults import DATASET_DEFAULTS
 from twirls.data.registry import LOADERS
+from twirls.params import params_file, read_all
 from twirls.reports.render import EXTRA_TABLES
 from twirls.reports.results import read_paper
 
 from fixtures import REPO
 
-PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
+PARAMS = read_all(REPO)
 
 
 def test_committed_params_pass_the_schema():
@@ -84,6 +85,21 @@ def with_value(path: str, value) -> dict:
     return params
 
 
+def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):
+    assert params_file("attention") == "params.yaml"
+    assert params_file("table4") == "params/table4.yaml"
+    assert (REPO / "params" / "table4.yaml").is_file() and "table4" not in yaml.safe_load(
+        (REPO / "params.yaml").read_text())
+    (tmp_path / "params").mkdir()
+    (tmp_path / "params.yaml").write_text("device: cpu\n")
+    (tmp_path / "params" / "table2.yaml").write_text("table2: {a: 1}\n")
+    assert read_all(tmp_path) == {"device": "cpu", "table2": {"a": 1}}
+    (tmp_path / "params" / "table2.yaml").write_text("table3: {}\n")
+    with pytest.raises(ValueError, match="params/table2.yaml: top-level key 'table3' belongs in "
+                                         "params/table3.yaml"):
+        read_all(tmp_path)
+
+
 @pytest.mark.parametrize(("path", "value", "message"), [
     ("attention.p", "abc", "attention.p = 'abc': expected a number >= 0 and <= 2"),
     ("attention.p", -1, "attention.p = -1: expected a number >= 0 and <= 2"),
@@ -118,7 +134,9 @@ def test_each_kind_of_mistake_is_one_line_naming_key_value_and_what_is_allowed(p
     with pytest.raises(ConfigError) as err:
         check_params(with_value(path, value))
     text = str(err.value)
-    assert message in text and "\n" not in text and text.startswith("params.yaml: ")
+    top = path.split(".")[0]
+    assert message in text and "\n" not in text
+    assert text.startswith(f"{params_file(top)}: "), text  # the file to fix
 
 
 def test_check_params_stage_fails_fast_with_one_line_and_no_traceback(tmp_path):

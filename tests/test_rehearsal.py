@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-import yaml
 
 from twirls.config.schema import TRAIN_GROUPS, check_params
 from twirls.data.registry import load_dataset
+from twirls.params import read_all
 from twirls.rehearsal import generate as gen
 from twirls.rehearsal.estimate import stage_record
 from twirls.rehearsal.graphs import scaled
@@ -141,7 +141,7 @@ def test_generation_is_deterministic(tmp_path):
 
 
 def test_budget_params_change_only_the_budget():
-    real = yaml.safe_load((REPO / "params.yaml").read_text())
+    real = read_all(REPO)
     plans = {p.stage: p for p in all_plans(real)}
     wanted = {f"{group}@{k}" for group in TRAIN_GROUPS for k, e in real[group].items()
               if e["dataset"] in ("pubmed", "ogbn-arxiv")}

@@ -176,7 +176,7 @@ def test_a_two_parameter_sweep_renders_as_the_papers_grid():
     rows = results[results["table"] == "citeseer-alpha-steps"]
     wide = table_frame(rows)
     assert list(wide.columns) == ["TWIRLS-base (citeseer): S", "alpha=0.1", "alpha=0.25",
-                                  "alpha=0.5", "alpha=1.0"]
+                                  "alpha=0.5", "alpha=1"]
     assert list(wide.iloc[:, 0]) == ["8", "16", "32", "64"]  # paper-only rows stay, in order
     assert wide.iloc[0, 4] == "71.08 ± 0.10 (72.35)"  # S=8, alpha=1.0
     assert wide.iloc[2, 1] == "not run (68.71)"
@@ -201,8 +201,9 @@ def test_a_note_shared_by_every_cell_is_printed_once(tmp_path):
            for k in (1, 2)]
     write_index(build_results(no_data + ran, read_paper()), tmp_path, set())
     mlp = (tmp_path / "tables" / "mlp-layers.md").read_text()
-    assert "- TWIRLS-base[K=1] / pubmed: pubmed: missing" in mlp and "all cells" not in mlp
-    assert "- TWIRLS / nettack-cora: graph: prognn" in prognn and "all cells" not in prognn
+    assert "- pubmed (every model): pubmed: missing" in mlp and "all cells" not in mlp
+    assert mlp.count("pubmed: missing") == 1  # one line per distinct note
+    assert "- nettack-cora (TWIRLS): graph: prognn" in prognn and "all cells" not in prognn
 
 
 def test_device_section_counts_stages_per_device(tmp_path):

@@ -24,7 +24,7 @@ AMAZON = {
 def run_sweep(tmp_path, monkeypatch, sweep: dict) -> dict:
     from twirls.stages import sweep as stage
 
-    params = {"s": sweep, "threads": 1, "train": {"seeds": 1}, "device": "cpu"}
+    params = {"s": sweep, "threads": 1, "jobs": 1, "train": {"seeds": 1}, "device": "cpu"}
     monkeypatch.setattr(stage, "open_stage", lambda name: params)
     monkeypatch.chdir(tmp_path)
     assert stage.main(["s", "--raw", str(tmp_path / "raw")]) == 0
@@ -64,7 +64,7 @@ def test_unknown_data_option_is_one_clear_message(tmp_path, monkeypatch, capsys)
                                 "train_cfg": {"epochs": 2}}}}
     from twirls.stages import sweep as stage
 
-    monkeypatch.setattr(stage, "open_stage", lambda name: {"s": sweep, "threads": 1,
+    monkeypatch.setattr(stage, "open_stage", lambda name: {"s": sweep, "threads": 1, "jobs": 2,
                                                           "train": {"seeds": 1}, "device": "cpu"})
     monkeypatch.chdir(tmp_path)
     assert stage.main(["s", "--raw", str(tmp_path / "raw")]) == 1

@@ -8,16 +8,16 @@ import json
 import pandas as pd
 import pytest
 import torch
-import yaml
 
 from twirls.models import build_model, requires_dgl
+from twirls.params import read_all
 from twirls.reports.results import read_paper
 from twirls.train.timing import EpochTimer, count_parameters, random_graph, time_round_robin
 
 from fixtures import REPO
 from requires import needs
 
-TIMING = yaml.safe_load((REPO / "params.yaml").read_text())["table11"]
+TIMING = read_all(REPO)["table11"]
 NEEDS_DGL = needs("dgl", "GAT and GraphSAGE run on DGL's layers")
 #: models whose layers allow the paper's exact count (the others: closest hidden size).
 EXACT = {"MLP", "GCN", "JKNet", "DAGNN", "TWIRLS-base", "TWIRLS*-base", "TWIRLS", "TWIRLS*"}

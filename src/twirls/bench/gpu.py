@@ -6,16 +6,16 @@ writes one JSON file (atomically: a temporary file, then a rename) with
 
 * ``device``: the device's name (``torch.cuda.get_device_name``), its memory, the torch / CUDA /
   cuDNN versions and whether DGL is installed (and built with CUDA);
-* ``epoch_time``: seconds per training epoch (forward + loss + backward + Adam step, full batch)
-  and per test pass (one no-grad eval-mode forward) of the ten models of the paper's Table 11,
-  configured as in ``params.yaml`` (``table11.models``, ~351k parameters each), on a random graph
-  with ogbn-arxiv's sizes (169,343 nodes, 1,166,243 edges, 128 features, 40 classes; the work
+* ``epoch_time``: seconds per training epoch (forward + loss + backward + Adam step, full batch) and
+  per test pass (one no-grad eval-mode forward) of the ten models of the paper's Table 11,
+  configured as in ``params/table11.yaml`` (``table11.models``, ~351k parameters each), on a random
+  graph with ogbn-arxiv's sizes (169,343 nodes, 1,166,243 edges, 128 features, 40 classes; the work
   of these models depends on the sizes, not on which nodes are linked). Medians over round-robin
-  rounds (one epoch of each model per round, after warm-up epochs), every sample kept, with the
-  peak GPU memory of each model's warm-up epochs. Each model's times are divided by MLP's and by
-  GCN's, next to the same ratios of the paper's T4 times (``src/twirls/reports/paper_numbers.csv``,
-  table ``running-time``): absolute seconds on another GPU do not compare, ratios do. Models on
-  DGL's layers (GAT) are reported as skipped, with the reason, when DGL cannot run on the device;
+  rounds (one epoch of each model per round, after warm-up epochs), every sample kept, with the peak
+  GPU memory of each model's warm-up epochs. Each model's times are divided by MLP's and by GCN's,
+  next to the same ratios of the paper's T4 times (``src/twirls/reports/paper_numbers.csv``, table
+  ``running-time``): absolute seconds on another GPU do not compare, ratios do. Models on DGL's
+  layers (GAT) are reported as skipped, with the reason, when DGL cannot run on the device;
 * ``mettack``: seconds per flip of the fast Mettack (:class:`twirls.attack.metattack.Metattack`,
   ``engine="torch"``: every product on the device) on nettack-Cora (``cora.npz`` found in
   ``--cora-raw``, ``data/raw/nettack-cora``, ``$TWIRLS_DATA_MIRROR`` or ``../shared/datasets``,
@@ -71,7 +71,8 @@ QUICK = {"epochs": 2, "warmup": 1, "test_epochs": 2, "flips": 2, "cpu_flips": 2}
 
 # ----------------------------------------------------------------------------- inputs
 def timing_models(params: Path) -> tuple[dict[str, dict[str, Any]], float]:
-    """``table11.models`` and ``table11.lr`` of ``params.yaml`` (read with PyYAML, no DVC)."""
+    """``table11.models`` and ``table11.lr`` of a params file holding ``table11`` (e.g.
+    ``params/table11.yaml``; read with PyYAML, no DVC)."""
     cfg = yaml.safe_load(Path(params).read_text())["table11"]
     return dict(cfg["models"]), float(cfg.get("lr", 0.01))
 
@@ -444,8 +445,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--quick", action="store_true",
                         help="small graph, few epochs and flips (a smoke test, < 1 min on a CPU)")
     parser.add_argument("--params", type=Path, default=None,
-                        help="params.yaml with table11.models (default: ./params.yaml, else the "
-                             "repository's)")
+                        help="params file with table11.models (default: ./params/table11.yaml, "
+                             "else the repository's)")
     parser.add_argument("--epochs", type=int, default=None, help="timed training epochs")
     parser.add_argument("--warmup", type=int, default=None, help="untimed epochs per model")
     parser.add_argument("--test-epochs", type=int, default=None, help="timed test passes")
@@ -473,8 +474,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(f"{exc} Here: pass --device cpu (and --quick for a smoke test).")
     out_path = args.out or Path("reports/benchmarks") / (
         "gpu-quick.json" if args.quick else "gpu.json")
-    params = args.params or next((p for p in (Path("params.yaml"), REPO / "params.yaml")
-                                  if p.is_file()), Path("params.yaml"))
+    params = args.params or next((p for p in (Path("params/table11.yaml"),
+                                              REPO / "params" / "table11.yaml") if p.is_file()),
+                                 Path("params/table11.yaml"))
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

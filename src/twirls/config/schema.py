@@ -29,11 +29,15 @@ ATTACKED_DATASETS = ("nettack-cora", "nettack-citeseer")
 
 
 class ConfigError(ValueError):
-    """A value of ``params.yaml`` that the pipeline cannot use; the message is one line."""
+    """A value of ``params.yaml`` / ``params/<group>.yaml`` that the pipeline cannot use; the
+    message is one line, naming the file."""
 
 
 def _where(path: str) -> str:
-    return f"params.yaml: {path}"
+    from twirls.params import params_file
+
+    top = path.split(".")[0]
+    return f"{'params.yaml' if top.startswith('(') else params_file(top)}: {path}"
 
 
 def fail(path: str, value: Any, allowed: str) -> None:
@@ -305,6 +309,11 @@ def _device(path: str, value: Any) -> None:
     choose(path, value, DEVICES, "device")
 
 
+def _jobs(path: str, value: Any) -> None:
+    if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        fail(path, value, "expected 'auto' (one worker per CPU core) or an integer >= 1")
+
+
 def _train(path: str, value: Any) -> None:
     value = mapping(path, value)
     keys(path, value, ("seeds",))
@@ -342,9 +351,16 @@ def _report(path: str, value: Any) -> None:
             fail(f"{path}.{key}", items, "expected a list of names")
 
 
+def _table12(path: str, value: Any) -> None:
+    from twirls.cws.config import check_table12
+
+    check_table12(path, value)
+
+
 #: top-level key -> its check.
 SECTIONS: dict[str, Callable[[str, Any], None]] = {
     "threads": lambda p, v: number(p, v, integer=True, lo=1),
+    "jobs": _jobs,
     "device": _device,
     "train": _train,
     "attention": lambda p, v: check_attention(p, v),
@@ -356,6 +372,7 @@ SECTIONS: dict[str, Callable[[str, Any], None]] = {
     **{group: check_sweep for group in SWEEP_GROUPS},
     **{group: _each(check_attacked_entry) for group in ATTACKED_GROUPS},
     "table11": check_timing,
+    "table12": _table12,
     "energy": check_energy,
     "report": _report,
 }

@@ -14,6 +14,15 @@ in ``root`` (Actor is the folder / file prefix ``film`` in the Geom-GCN reposito
   ``meta["raw_directed_edges"]`` keeps the raw line count.
 * ``<geomname>_split_0.6_0.2_<i>.npz`` for ``i = 0..9``: ``train_mask`` / ``val_mask`` /
   ``test_mask`` over node ids, exposed as splits ``"0"`` .. ``"9"``.
+* ``outf_nodes_space_relation_<geomname>_<embedding>.txt`` (optional; Geom-GCN's
+  ``structural_neighborhood/`` files, ``embedding`` one of :data:`EMBEDDINGS`): the structural
+  neighbourhoods of Geom-GCN (Pei et al., 2020, Sec. 2.1-2.2) precomputed by its authors from a
+  2-D node embedding (Isomap = ``MDS``, Poincaré, struc2vec). Header ``node1,node2\tspace\t
+  relation_type``, then one line ``<u>,<v>\t<space>\t<r>`` per neighbour pair: ``space`` is
+  ``graph`` (``u``, ``v`` adjacent in the graph) or ``latent_space`` (``z_u``, ``z_v`` closer than
+  ρ in the embedding), ``r ∈ {0, 1, 2, 3}`` the quadrant of ``z_u`` relative to ``z_v`` (the
+  geometric operator τ). See :func:`read_relations` for how they become
+  ``meta["geom_relations"]``.
 """
 
 from __future__ import annotations
@@ -29,6 +38,13 @@ from twirls.data.graph import GraphData, Split, undirected_graph
 
 GEOM_NAMES = {"texas": "texas", "wisconsin": "wisconsin", "cornell": "cornell", "actor": "film"}
 NUM_SPLITS = 10
+#: the node embeddings whose relation files Geom-GCN publishes (Isomap is called MDS there)
+EMBEDDINGS = ("MDS", "poincare", "struc2vec")
+#: ``space`` of a relation line -> offset of its relation ids: graph r -> r, latent space -> 4 + r
+SPACES = {"graph": 0, "latent_space": 4}
+NUM_QUADRANTS = 4
+#: relation ids 0..7 of the files (the model adds the self-loop relation 8)
+NUM_FILE_RELATIONS = len(SPACES) * NUM_QUADRANTS
 
 
 def read_nodes(path: Path, sparse_indices: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -69,9 +85,56 @@ def read_split(path: Path, num_nodes: int) -> Split:
     return Split(*(torch.from_numpy(np.flatnonzero(m)) for m in masks))
 
 
+def relation_file(geom: str, embedding: str) -> str:
+    return f"outf_nodes_space_relation_{geom}_{embedding}.txt"
+
+
+def read_relations(path: Path, num_nodes: int) -> torch.Tensor:
+    """``(3, E)`` int64 rows ``[src, dst, relation]`` of a Geom-GCN relation file.
+
+    A line ``u,v  space  r`` is the directed edge ``u → v`` (messages flow from ``u`` to ``v``,
+    as DGL's graph built by Geom-GCN's ``utils_data.load_data`` from the ``networkx.DiGraph``)
+    with relation id ``r`` for ``space = graph`` and ``4 + r`` for ``latent_space``. Geom-GCN
+    numbers the 8 (space, r) pairs in order of first appearance; any fixed numbering gives the
+    same model (each relation has its own weights). As in that loader, which stores every pair in
+    a ``DiGraph`` and re-adds it on every line, a pair listed more than once keeps its *last*
+    line (a handful per file: pairs that are graph and latent-space neighbours at once), and
+    self-pairs are dropped (the model gives every node one self-loop relation of its own).
+    Rows are sorted by ``(dst, src)``.
+    """
+    table = pd.read_csv(path, sep="\t", header=0, dtype=str, keep_default_na=False)
+    if list(table.columns) != ["node1,node2", "space", "relation_type"]:
+        raise ValueError(f"{path}: expected the header 'node1,node2<TAB>space<TAB>relation_type', "
+                         f"got {list(table.columns)}.")
+    if table.empty:
+        return torch.zeros(3, 0, dtype=torch.int64)
+    pairs = table["node1,node2"].str.split(",", expand=True)
+    if pairs.shape[1] != 2:
+        raise ValueError(f"{path}: the first column must be '<node1>,<node2>'.")
+    src = pairs[0].to_numpy(dtype=np.int64)
+    dst = pairs[1].to_numpy(dtype=np.int64)
+    unknown = sorted(set(table["space"]) - set(SPACES))
+    if unknown:
+        raise ValueError(f"{path}: unknown space {unknown[0]!r}; expected one of {tuple(SPACES)}.")
+    quadrant = table["relation_type"].to_numpy(dtype=np.int64)
+    if quadrant.size and (quadrant.min() < 0 or quadrant.max() >= NUM_QUADRANTS):
+        raise ValueError(f"{path}: relation_type must be in 0..{NUM_QUADRANTS - 1}.")
+    if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= num_nodes):
+        raise ValueError(f"{path}: node ids must be in 0..{num_nodes - 1}.")
+    relation = table["space"].map(SPACES).to_numpy(dtype=np.int64) + quadrant
+    key = dst * num_nodes + src
+    # last line of every pair: unique over the reversed order keeps the first of the reversal
+    _, first_reversed = np.unique(key[::-1], return_index=True)
+    keep = len(key) - 1 - first_reversed  # sorted by key = (dst, src)
+    keep = keep[src[keep] != dst[keep]]
+    return torch.from_numpy(np.stack([src[keep], dst[keep], relation[keep]]))
+
+
 def load(root: Path, name: str) -> GraphData:
     """Load ``texas``, ``wisconsin``, ``cornell`` or ``actor`` from ``root`` with splits
-    ``"0"``..``"9"``."""
+    ``"0"``..``"9"``; where the Geom-GCN relation files are in ``root``,
+    ``meta["geom_relations"]`` maps each such embedding name (:data:`EMBEDDINGS`) to its
+    ``(3, E)`` relations (:func:`read_relations`)."""
     if name not in GEOM_NAMES:
         raise ValueError(f"geom.load: unknown dataset {name!r}; expected one of "
                          f"{tuple(GEOM_NAMES)}.")
@@ -90,6 +153,10 @@ def load(root: Path, name: str) -> GraphData:
             f"Geom-GCN's own loader); the paper's 931 is the header's number")
     if edges.size and int(edges.max()) >= n:
         raise ValueError(f"{edge_file}: node id {int(edges.max())} but only {n} nodes.")
+    relations = {emb: read_relations(root / relation_file(geom, emb), n) for emb in EMBEDDINGS
+                 if (root / relation_file(geom, emb)).is_file()}
+    if relations:  # Geom-GCN's structural neighbourhoods, per embedding (model `geom-gcn`)
+        meta["geom_relations"] = relations
     return GraphData(
         name=name,
         graph=undirected_graph(torch.from_numpy(edges[:, 0]), torch.from_numpy(edges[:, 1]), n),

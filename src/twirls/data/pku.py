@@ -135,3 +135,63 @@ def load(root: Path, name: str = NAME) -> GraphData:
             "unknown_test_characters": int((tokens[len(train_chars):] == 0).sum()),
         },
     )
+
+
+# ---------------------------------------------------------------- Table 12 (CWS) helpers
+#: fastNLP's ``cn-char-fastnlp-100d`` static character embedding (the paper's Table 12), as the
+#: fetch unpacks it: ``data/raw/pku/cn_char_fastnlp_100d/`` holding one ``*.txt`` file in
+#: word2vec text format (optional ``<count> <dim>`` header line, then ``<char> <v1> ... <v100>``).
+#: A copy obtained by hand goes there too (fastNLP itself caches it in
+#: ``~/.fastNLP/embedding/cn_char_fastnlp_100d/``: copy that folder).
+EMBEDDING_DIR = "cn_char_fastnlp_100d"
+EMBEDDING_DIM = 100
+
+
+def embedding_file(root: Path) -> Path | None:
+    """The embedding text file under ``root/EMBEDDING_DIR`` (searched recursively), or None if
+    there is none. More than one ``*.txt`` there is a ``ValueError`` (ambiguous)."""
+    folder = Path(root) / EMBEDDING_DIR
+    if not folder.is_dir():
+        return None
+    found = sorted(p for p in folder.rglob("*.txt") if p.is_file())
+    if len(found) > 1:
+        raise ValueError(f"{folder} holds {len(found)} .txt files ({', '.join(map(str, found))}); "
+                         "expected exactly one (the cn-char-fastnlp-100d vectors)")
+    return found[0] if found else None
+
+
+def read_char_embedding(path: Path) -> tuple[list[str], np.ndarray]:
+    """``(characters, vectors (V, d) float32)`` of a word2vec-format text file (fastNLP's
+    static embeddings): an optional ``<count> <dim>`` header, then one ``<token> <floats>``
+    line per token. A line whose width differs from the first one's is a ``ValueError``."""
+    tokens: list[str] = []
+    rows: list[np.ndarray] = []
+    with open(path, encoding="utf-8") as f:
+        for k, line in enumerate(f):
+            parts = line.rstrip("\n").rstrip().split(" ")
+            if k == 0 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                continue  # header "<count> <dim>"
+            if len(parts) < 2:
+                continue
+            vector = np.asarray(parts[1:], dtype=np.float32)
+            if rows and vector.shape != rows[0].shape:
+                raise ValueError(f"{path}, line {k + 1}: {vector.size} numbers, expected "
+                                 f"{rows[0].size}")
+            tokens.append(parts[0])
+            rows.append(vector)
+    if not rows:
+        raise ValueError(f"{path} holds no vectors")
+    return tokens, np.stack(rows)
+
+
+def sentence_arrays(sentences: list[list[str]], vocab: dict[str, int]
+                    ) -> tuple[list[np.ndarray], list[np.ndarray], list[str]]:
+    """Per sentence: token ids (``vocab``, 0 = unknown), B/M/E/S tag ids and the text."""
+    tokens, tags, texts = [], [], []
+    for words in sentences:
+        text, sentence_tags, _ = encode([words])
+        tokens.append(np.fromiter((vocab.get(c, 0) for c in text), dtype=np.int64,
+                                  count=len(text)))
+        tags.append(sentence_tags)
+        texts.append(text)
+    return tokens, tags, texts

@@ -22,9 +22,11 @@ from twirls.models.baselines import (
     GCN,
     GCNII,
     H2GCN,
+    IGNN,
     MLP,
     SGC,
     GCNIIDense,
+    GeomGCN,
     GraphSAGE,
     JKNet,
 )
@@ -46,6 +48,8 @@ MODELS: dict[str, Any] = {
     "gat": GAT,
     "graphsage": GraphSAGE,
     "h2gcn": H2GCN,
+    "geom-gcn": GeomGCN,
+    "ignn": IGNN,
 }
 
 
@@ -58,11 +62,12 @@ def requires_dgl(name: str) -> bool:
 
 
 def build_model(name: str, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
-                num_nodes: int | None = None) -> nn.Module:
-    """``MODELS[name].from_config(cfg, in_dim, out_dim, num_nodes)``."""
+                num_nodes: int | None = None, **meta: Any) -> nn.Module:
+    """``MODELS[name].from_config(cfg, in_dim, out_dim, num_nodes, **meta)``; ``meta``: the
+    dataset facts a model lists in its ``meta_keys`` (e.g. Geom-GCN's latent-space relations)."""
     if name not in MODELS:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
-    return MODELS[name].from_config(cfg, in_dim, out_dim, num_nodes=num_nodes)
+    return MODELS[name].from_config(cfg, in_dim, out_dim, num_nodes=num_nodes, **meta)
 
 
 __all__ = ["APPNP", "GCN", "MLP", "MODELS", "SGC", "TWIRLS", "GraphOps", "SparseMatrix",

@@ -299,8 +299,11 @@ class _SpMM(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             (y,) = ctx.saved_tensors
             row, col = mat.ops.row, mat.ops.col
+            # index_select copies whole rows (~4x faster than advanced indexing on CPU); the
+            # products and sums are the same operations in the same order, so bit-identical
             parts = [
-                (grad[row[s:s + _SDDMM_CHUNK]] * y[col[s:s + _SDDMM_CHUNK]]).sum(-1)
+                (grad.index_select(0, row[s:s + _SDDMM_CHUNK])
+                 * y.index_select(0, col[s:s + _SDDMM_CHUNK])).sum(-1)
                 for s in range(0, row.numel(), _SDDMM_CHUNK)
             ]
             grad_values = torch.cat(parts)

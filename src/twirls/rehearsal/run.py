@@ -40,9 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from tqdm import tqdm
 
+from twirls.params import read_all, write_all
 from twirls.rehearsal.estimate import GB, stage_record
 from twirls.rehearsal.generate import NOTE, generate
 from twirls.rehearsal.measure import Measurement, run_measured, stop_current
@@ -174,8 +174,7 @@ def measure_stage(plan: StagePlan, real: dict[str, Any], work: Path, raw: Path,
         out = work / "runs" / f"{safe}-e{epochs}"
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
-        (work / "params.yaml").write_text(yaml.safe_dump(plan.params(real, epochs),
-                                                         sort_keys=False))
+        write_all(work, plan.params(real, epochs))
         mfile = metrics_file(plan, work, out)
         m: Measurement | None = None
         for attempt in range(args.retries + 1):
@@ -356,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     if not budgets or budgets[0] < 1:
         raise SystemExit("--budgets: positive epoch counts, e.g. 1,2")
     repo = (args.repo or find_repo(Path.cwd())).resolve()
-    real = yaml.safe_load((repo / "params.yaml").read_text())
+    real = read_all(repo)
     every = all_plans(real)
     plans = select(every, args.only)
     if not plans:

@@ -4,7 +4,10 @@ Every experiment stage writes one JSON file (a list of :class:`Cell`). The repor
 files named in ``params.yaml`` (``report.cells``), joins them with ``paper_numbers.csv`` (the one
 transcription of the paper's tables) and writes ``reports/results.csv`` with exactly
 :data:`COLUMNS`. A paper cell nobody ran yet is ``paper-only``; a cell whose data could not be
-fetched is ``no-data`` and its reason goes into the report.
+fetched is ``no-data`` and its reason goes into the report. A cell computed under a clearly
+labelled stand-in protocol (e.g. Table 12 trained on part of the test gold) is ``stand-in``: shown,
+never counted as reproduced. Table 11's seconds are judged on their ratios to MLP and GCN
+(:mod:`twirls.reports.timing_ratios`).
 """
 
 from __future__ import annotations
@@ -18,12 +21,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from twirls.reports.timing_ratios import judge_timing_ratios
+
 PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.csv")
 COLUMNS = ["table", "dataset", "model", "metric", "mean", "std", "runs",
            "paper_mean", "paper_std", "delta", "status"]
 KEY = ["table", "dataset", "model", "metric"]
 #: metrics in percent, judged by the tolerance rule of :func:`status_of`.
 SCORE_METRICS = {"accuracy", "micro_f1", "macro_f1"}
+#: every status a results.csv row can have, in the order reports list them.
+STATUSES = ["reproduced", "differs", "stand-in", "no-data", "paper-only", "not-in-paper"]
+#: statuses a stage may set on a cell (others are computed from the paper).
+STAGE_STATUSES = {"", "no-data", "stand-in"}
 
 
 @dataclass
@@ -37,9 +46,9 @@ class Cell:
     mean: float | None = None
     std: float | None = None
     runs: int = 0
-    status: str = ""  # "" (computed from the paper) or "no-data"
+    status: str = ""  # "" (computed from the paper), "no-data" or "stand-in"
     note: str = ""  # reason for no-data, variant used, protocol differences
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)  # e.g. {"grid": {"steps": 16, "alpha": 0.5}}
 
 
 def write_cells(path: Path, cells: list[Cell]) -> None:
@@ -55,7 +64,13 @@ def read_cells(path: Path) -> list[Cell]:
         raise FileNotFoundError(
             f"{path} is listed in params.yaml report.cells but does not exist; "
             f"run the stage that writes it (dvc repro) or remove it from the list")
-    return [Cell(**c) for c in json.loads(path.read_text())]
+    cells = [Cell(**c) for c in json.loads(path.read_text())]
+    for cell in cells:
+        if cell.status not in STAGE_STATUSES:
+            raise ValueError(f"{path}: cell {cell.table}/{cell.dataset}/{cell.model} has status "
+                             f"{cell.status!r}; a stage may only set one of "
+                             f"{sorted(STAGE_STATUSES)}")
+    return cells
 
 
 def read_paper(path: Path = PAPER_NUMBERS) -> pd.DataFrame:
@@ -80,7 +95,9 @@ def _natural(label: object) -> str:
 
 
 def build_results(cells: list[Cell], paper: pd.DataFrame) -> pd.DataFrame:
-    """Join our cells with the paper's; every paper cell appears, ran or not."""
+    """Join our cells with the paper's; every paper cell appears, ran or not. Besides
+    :data:`COLUMNS` the frame has ``note`` and ``grid`` (a sweep cell's grid values, or None)."""
+
     ours = pd.DataFrame([asdict(c) for c in cells], columns=[*asdict(Cell("", "", "", "")).keys()])
     dup = ours[ours.duplicated(KEY, keep=False)]
     if len(dup):
@@ -91,8 +108,8 @@ def build_results(cells: list[Cell], paper: pd.DataFrame) -> pd.DataFrame:
     df["delta"] = df["mean"] - df["paper_mean"]
     statuses = []
     for row in df.itertuples():
-        if row.status == "no-data":
-            statuses.append("no-data")
+        if row.status in ("no-data", "stand-in"):
+            statuses.append(row.status)
         elif pd.isna(row.mean):
             statuses.append("paper-only")
         elif pd.isna(row.paper_mean):
@@ -100,8 +117,10 @@ def build_results(cells: list[Cell], paper: pd.DataFrame) -> pd.DataFrame:
         else:
             statuses.append(status_of(row.metric, row.delta, row.paper_std))
     df["status"] = statuses
+    df["grid"] = [e.get("grid") if isinstance(e, dict) else None for e in df["extra"]]
+    df = judge_timing_ratios(df)
     order = {t: i for i, t in enumerate(dict.fromkeys(paper["table"]))}
     df["_t"] = df["table"].map(order).fillna(len(order))
     df = df.sort_values(["_t", "table", "dataset", "model", "metric"], kind="stable",
                         key=lambda col: col.map(_natural) if col.name == "model" else col)
-    return df[COLUMNS + ["note"]].reset_index(drop=True)
+    return df[COLUMNS + ["note", "grid"]].reset_index(drop=True)

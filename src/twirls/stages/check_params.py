@@ -1,4 +1,5 @@
-"""Stage ``check-params``: every value of ``params.yaml`` against the schema, first.
+"""Stage ``check-params``: every value of ``params.yaml`` and ``params/*.yaml`` against the
+schema, first.
 
 Every other stage waits for it (the fetch stages depend on its output), so a mistake such as
 ``dvc exp run -S attention.p=abc`` ends in one line naming the key, the value and what is allowed,
@@ -14,25 +15,28 @@ from pathlib import Path
 import yaml
 
 from twirls.config.schema import ConfigError, check_params
+from twirls.params import read_all
 from twirls.train.outputs import write_json
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"))
+    parser.add_argument("--params", type=Path, default=None,
+                        help="one params file to check (default: params.yaml + params/*.yaml)")
     parser.add_argument("--out", type=Path, default=Path("results/params-check.json"))
     args = parser.parse_args(argv)
     try:
-        params = yaml.safe_load(args.params.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        print(f"error: cannot read {args.params}: {exc}", file=sys.stderr)
+        params = read_all() if args.params is None else yaml.safe_load(args.params.read_text())
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"error: cannot read {args.params or 'the params'}: {exc}", file=sys.stderr)
         return 1
     try:
         check_params(params or {})
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    write_json(args.out, {"params": str(args.params), "status": "ok"})
+    write_json(args.out, {"params": str(args.params or "params.yaml + params/*.yaml"),
+                          "status": "ok"})
     return 0
 
 

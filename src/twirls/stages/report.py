@@ -5,6 +5,9 @@ results file of every stage that the table groups define (:func:`twirls.config.s
 stage_outputs`: ``results/table2/<name>.json`` for every entry of ``table2``, Table 4's grid, the
 sweeps' ``results/<sweep>.json`` whose ``metrics/<sweep>.json`` says whether its figure had data),
 and the ``metrics/`` file of each of those stages (and of ``energy``) for the device it ran on.
+The paper's claims (``src/twirls/reports/claims.yaml``) get verdicts computed from these cells
+and the sweeps' points; ``reports/headline.json`` (``--headline``) holds the key cells for
+``dvc exp show``.
 """
 
 from __future__ import annotations
@@ -16,10 +19,15 @@ from pathlib import Path
 
 from twirls.config.schema import SWEEP_GROUPS
 from twirls.config.stages import results_files, stage_outputs
+from twirls.reports.claims import Values, read_claims
+from twirls.reports.claims_section import claims_lines, verdict_counts, verdicts
 from twirls.reports.devices import device_counts, device_lines
 from twirls.reports.explanations import read_explanations
-from twirls.reports.render import write_atomic, write_index
+from twirls.reports.headline import headline, write_headline
+from twirls.reports.render import TABLES, write_atomic, write_index
 from twirls.reports.results import COLUMNS, build_results, read_cells, read_paper
+from twirls.reports.scorecard import scorecard, totals
+from twirls.reports.sweep_points import read_sweep_points
 from twirls.stages.skeleton import entry, open_stage
 
 
@@ -44,6 +52,9 @@ def sweeps_without_data(metrics: Path, names: set[str]) -> set[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reports", type=Path, default=Path("reports"))
+    parser.add_argument("--metrics", type=Path, default=Path("metrics"),
+                        help="where the stages' metrics files are (sweep points, devices)")
+    parser.add_argument("--headline", type=Path, default=Path("reports/headline.json"))
     args = parser.parse_args(argv)
     declared = open_stage("report")
     params = declared["report"]
@@ -61,10 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     metrics_files["energy"] = [
         Path("metrics/energy") / f"{fig.removeprefix('energy-per-step-')}.json"
         for fig in params.get("figures") or [] if fig.startswith("energy-per-step-")]
+    sweeps = {name: read_sweep_points(args.metrics / f"{name}.json") for name in SWEEP_GROUPS}
+    judged = verdicts(read_claims(), Values(results, sweeps), Values(results, {}, "paper_mean"))
     write_index(results, args.reports, figures_present(args.reports, declared_figures),
                 read_explanations(results),
-                sweeps_without_data(Path("metrics"), set(SWEEP_GROUPS)),
-                device_lines(device_counts(metrics_files)))
+                sweeps_without_data(args.metrics, set(SWEEP_GROUPS)),
+                device_lines(device_counts(metrics_files)), claims_lines(judged))
+    write_headline(args.headline, headline(results, totals(scorecard(results, list(TABLES))),
+                                           verdict_counts(judged)))
     counts = results["status"].value_counts().to_dict()
     print("results.csv:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 0

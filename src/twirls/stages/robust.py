@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from twirls.stages.skeleton import StageOutputs, entry, open_stage
 from twirls.train.device import stage_device
 from twirls.train.experiment import cells_for, model_needs_dgl, run_experiment
 from twirls.train.loop import RunResult, SeedsResult
+from twirls.train.parallel import resolve_jobs, run_all
 
 
 def attacked_graph(data: GraphData, graph: str, raw: Path, attacked: Path) -> GraphData:
@@ -59,19 +61,23 @@ def attacked_graph(data: GraphData, graph: str, raw: Path, attacked: Path) -> Gr
     return replace(data, graph=g, splits={"attack": split}, meta=meta)
 
 
-def run_defense(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device
-                ) -> SeedsResult:
+def defense_run(exp: dict[str, Any], data: GraphData, seed: int, device: torch.device
+                ) -> RunResult:
+    """One seeded fit of the defense ``exp["defense"]`` on the attacked graph."""
     from twirls.defenses import fit_evaluate
 
-    split = data.splits["attack"]
-    runs = []
-    for seed in range(seeds):
-        res = fit_evaluate(exp["defense"], data.meta["adj"], data.meta["features_sparse"],
-                           data.labels.numpy(), split, seed, device=str(device),
-                           **(exp.get("model_cfg") or {}))
-        runs.append(RunResult(seed=seed, best_epoch=-1, train=float("nan"), val=res.val_acc,
-                              test=res.test_acc, seconds=res.seconds))
-    return SeedsResult(runs)
+    res = fit_evaluate(exp["defense"], data.meta["adj"], data.meta["features_sparse"],
+                       data.labels.numpy(), data.splits["attack"], seed, device=str(device),
+                       **(exp.get("model_cfg") or {}))
+    return RunResult(seed=seed, best_epoch=-1, train=float("nan"), val=res.val_acc,
+                     test=res.test_acc, seconds=res.seconds)
+
+
+def run_defense(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
+                jobs: int = 1) -> SeedsResult:
+    """Seeds ``0 … seeds-1`` of the defense, in ``jobs`` worker processes."""
+    runs = [partial(defense_run, exp, data, seed, device) for seed in range(seeds)]
+    return SeedsResult(run_all(runs, jobs, desc="seeds", progress=True))
 
 
 def with_attention(exp: dict[str, Any], attention: dict[str, Any]) -> dict[str, Any]:
@@ -124,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = int(exp["seeds"])
     needs_dgl = "model" in exp and model_needs_dgl(exp, stage)  # defenses are torch-native
     device = stage_device(params["device"], needs_dgl=needs_dgl, who=stage)
+    jobs = resolve_jobs(params["jobs"], device)
 
     result, reason = None, ""
     try:
@@ -133,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         reason = str(exc)
     if not reason:
         if "defense" in exp:
-            result = run_defense(exp, data, seeds, device)
+            result = run_defense(exp, data, seeds, device, jobs)
         else:
-            result = run_experiment(exp, data, seeds, device)
+            result = run_experiment(exp, data, seeds, device, jobs=jobs)
         print(f"{stage}: {result}")
     note = f"graph: {exp['graph']}" + (f"; {exp['note']}" if exp.get("note") else "")
     out.write_cells(cells_for({**exp, "note": note}, "accuracy", result, reason))

@@ -29,6 +29,7 @@ from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.stages.skeleton import StageOutputs, entry, open_stage
 from twirls.train.device import stage_device
 from twirls.train.experiment import cells_for, metric_name, model_needs_dgl, run_experiment
+from twirls.train.parallel import resolve_jobs
 
 
 @entry
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     exp = train_entry(params[args.group][args.name])
     seeds = int(exp.get("seeds", params["train"]["seeds"]))
     device = stage_device(params["device"], needs_dgl=model_needs_dgl(exp, stage), who=stage)
+    jobs = resolve_jobs(params["jobs"], device)
     out = StageOutputs(args.group, args.name, args.out)
 
     result, reason = None, ""
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     except DatasetUnavailable as exc:
         reason, metric = str(exc), exp.get("metric", "accuracy")
     if not reason:
-        result = run_experiment(exp, data, seeds, device)
+        result = run_experiment(exp, data, seeds, device, jobs=jobs)
         print(f"{stage}: {result}")
     out.write_cells(cells_for(exp, metric, result, reason))
     out.write_metrics({"status": "no-data", "reason": reason} if result is None else {

@@ -5,7 +5,10 @@ outcome into report cells. Shared by the stages ``train@``, ``robust@``, ``sweep
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -13,7 +16,8 @@ import torch
 from twirls.data.graph import GraphData
 from twirls.models import MODELS, GraphOps, build_model, requires_dgl
 from twirls.reports.results import Cell
-from twirls.train.loop import SeedsResult, TrainConfig, run_seeds
+from twirls.train.loop import RunResult, SeedsResult, TrainConfig, seed_run
+from twirls.train.parallel import run_all
 
 SPARSE_BELOW = 0.1  # feature density under which models that accept it get sparse CSR features
 
@@ -52,10 +56,11 @@ def model_needs_dgl(exp: dict[str, Any], where: str) -> bool:
         raise ValueError(f"{where}: {exc.args[0]}") from None
 
 
-def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
-                   progress: bool = True) -> SeedsResult:
-    """Every seed on every selected split of ``data``; one :class:`SeedsResult` over all runs.
-    ``progress``: tqdm bars (seeds, and epochs of the current run) on stderr."""
+def experiment_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
+                    progress: bool = True) -> list[Callable[[], RunResult]]:
+    """One seeded run (:func:`twirls.train.loop.seed_run`) per seed and selected split of
+    ``data``, not yet started: split ``i`` uses the seeds ``1000 i + s``. ``progress``: each run's
+    tqdm bar over its epochs."""
     splits = list(data.splits) if exp.get("split", "all") == "all" else [exp["split"]]
     missing = [s for s in splits if s not in data.splits]
     if missing:
@@ -63,19 +68,29 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
                          f"the dataset has {', '.join(data.splits)}")
     ops = GraphOps.from_graph(data.graph, device=device)
     x = None if data.features is None else prepare_features(data.features, exp).to(device)
-    if x is not None and getattr(MODELS[exp["model"]], "accepts_sparse", False):
+    model_cls = MODELS[exp["model"]]
+    if x is not None and getattr(model_cls, "accepts_sparse", False):
         if (x != 0).float().mean() < SPARSE_BELOW:
-            x = x.to_sparse_csr()  # bag-of-words: the first layer costs O(nnz), ~10x faster
+            with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
+                warnings.simplefilter("ignore", UserWarning)
+                x = x.to_sparse_csr()  # bag-of-words: the first layer costs O(nnz), ~10x faster
     in_dim = 0 if data.features is None else data.num_features
+    # models that need more of the dataset than its graph and features name it (meta_keys)
+    meta = {key: data.meta.get(key) for key in getattr(model_cls, "meta_keys", ())}
+    build = partial(build_model, exp["model"], exp.get("model_cfg"), in_dim, data.num_classes,
+                    num_nodes=data.num_nodes, **meta)
     cfg = replace(TrainConfig.from_config(exp.get("train_cfg")), progress=progress)
-    runs = []
-    for i, split in enumerate(splits):
-        def build() -> torch.nn.Module:
-            return build_model(exp["model"], exp.get("model_cfg"), in_dim, data.num_classes,
-                               num_nodes=data.num_nodes)
-        seed_list = [1000 * i + s for s in range(seeds)]
-        runs += run_seeds(build, ops, x, data.labels, data.splits[split], cfg, seed_list).runs
-    return SeedsResult(runs)
+    return [partial(seed_run, build, ops, x, data.labels, data.splits[split], cfg, 1000 * i + s)
+            for i, split in enumerate(splits) for s in range(seeds)]
+
+
+def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
+                   progress: bool = True, jobs: int = 1) -> SeedsResult:
+    """Every seed on every selected split of ``data`` (:func:`experiment_runs`), in ``jobs``
+    worker processes; one :class:`SeedsResult` over all runs, in order. ``progress``: tqdm bars
+    on stderr (one over the runs; with one job, also each run's epochs)."""
+    runs = experiment_runs(exp, data, seeds, device, progress=progress and jobs <= 1)
+    return SeedsResult(run_all(runs, jobs, desc="runs", progress=progress))
 
 
 def cells_for(exp: dict[str, Any], metric: str, result: SeedsResult | None,

@@ -28,7 +28,8 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -235,14 +236,23 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
                      seconds=time.perf_counter() - start)
 
 
+def seed_run(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor | None,
+             labels: Tensor, split: Split, cfg: TrainConfig, seed: int) -> RunResult:
+    """One seeded run: :func:`set_seed`, ``build_model()``, :func:`train_run`. Everything random
+    in it follows from ``seed``, so it gives the same result in any process (see
+    :mod:`twirls.train.parallel`)."""
+    set_seed(seed)
+    model = build_model()
+    return train_run(model, ops, x, labels, split, cfg, seed=seed, desc=f"seed {seed}")
+
+
 def run_seeds(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor | None,
-              labels: Tensor, split: Split, cfg: TrainConfig, seeds: Sequence[int]
-              ) -> SeedsResult:
-    """For each seed: :func:`set_seed`, ``build_model()``, :func:`train_run`."""
-    runs = []
-    for seed in tqdm(seeds, desc="seeds", disable=not cfg.progress or len(seeds) < 2):
-        set_seed(seed)
-        model = build_model()
-        runs.append(train_run(model, ops, x, labels, split, cfg, seed=seed,
-                              desc=f"seed {seed}"))
-    return SeedsResult(runs)
+              labels: Tensor, split: Split, cfg: TrainConfig, seeds: Sequence[int],
+              jobs: int = 1) -> SeedsResult:
+    """:func:`seed_run` for each seed, in ``jobs`` worker processes (same results as one)."""
+    from twirls.train.parallel import run_all
+
+    if jobs > 1:
+        cfg = replace(cfg, progress=False)  # one bar over the seeds, not one per worker
+    runs = [partial(seed_run, build_model, ops, x, labels, split, cfg, seed) for seed in seeds]
+    return SeedsResult(run_all(runs, jobs, desc="seeds", progress=cfg.progress or jobs > 1))

@@ -1,0 +1,237 @@
+"""The paper's claims and their verdicts, computed from the results (``claims.yaml``).
+
+Each claim has checks; a check (one rule of :data:`RULES` with its cells) yields outcomes, one
+per group it compares (a dataset, a pair of models, a curve): True, False, or None (untested:
+a cell without our number). The claim's verdict: ``holds`` (every group holds), ``does not
+hold`` (every tested group fails), ``partly`` (naming the groups that hold, fail, are untested)
+or ``untested``. Cells from a stand-in protocol are used and the verdict says so. The same
+checks run on the paper's own numbers, as a check of the rule itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+CLAIMS = Path(__file__).with_name("claims.yaml")
+#: statuses whose number is ours (paper-only and no-data cells have none).
+OURS = {"reproduced", "differs", "stand-in", "not-in-paper"}
+
+
+@dataclass
+class Outcome:
+    """One compared group of a check."""
+
+    group: str
+    ok: bool | None
+    detail: str
+    stand_in: bool = False
+    gap: float | None = None  # subject minus the best other, where the rule compares so
+
+
+@dataclass
+class Values:
+    """Where checks read numbers: results.csv rows (``column``: ``mean`` for ours, ``paper_mean``
+    for the paper's) and the sweeps' points (ours only; the paper's figures have no numbers)."""
+
+    results: pd.DataFrame
+    sweeps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    column: str = "mean"
+
+    def cell(self, table: str, dataset: str, model: str, metric: str) -> tuple[float | None, bool]:
+        """``(value, from a stand-in protocol)``; value None when the cell has no number."""
+        r = self.results
+        hit = r[(r["table"] == table) & (r["dataset"] == dataset) & (r["model"] == model)
+                & (r["metric"] == metric)]
+        if not len(hit):
+            return None, False
+        row = hit.iloc[0]
+        if self.column == "mean" and row["status"] not in OURS:
+            return None, False
+        value = row[self.column]
+        stand_in = self.column == "mean" and row["status"] == "stand-in"
+        return (None if pd.isna(value) else float(value)), stand_in
+
+    def curve(self, sweep: str, curve: str, x: str) -> list[tuple[Any, float]]:
+        """``[(x value, mean)]`` of one curve, by x; a curve without x gives ``[(None, mean)]``."""
+        if self.column != "mean":
+            return []
+        pts = [p for p in self.sweeps.get(sweep, []) if p["curve"] == curve]
+        return sorted(((p["point"].get(x), p["mean"]) for p in pts),
+                      key=lambda t: (t[0] is not None, t[0] if t[0] is not None else 0))
+
+
+def _missing(group: str, what: str) -> Outcome:
+    return Outcome(group, None, f"{group}: untested ({what} has no number)")
+
+
+def at_least_best_of(v: Values, c: dict) -> list[Outcome]:
+    """``subject`` >= max(``others``) - ``tolerance`` on each dataset (others without a number
+    are left out and named)."""
+    out, metric = [], c.get("metric", "accuracy")
+    for ds in c["datasets"]:
+        s, s_in = v.cell(c["table"], ds, c["subject"], metric)
+        got = {m: v.cell(c["table"], ds, m, metric) for m in c["others"]}
+        present = {m: x for m, (x, _) in got.items() if x is not None}
+        if s is None or not present:
+            out.append(_missing(ds, c["subject"] if s is None else "every other model"))
+            continue
+        best = max(present, key=present.get)
+        skipped = [m for m in c["others"] if m not in present]
+        detail = (f"{ds}: {c['subject']} {s:.2f} vs best {best} {present[best]:.2f} "
+                  f"({s - present[best]:+.2f})" + (f"; not run: {', '.join(skipped)}"
+                                                   if skipped else ""))
+        stand_in = s_in or any(got[m][1] for m in present)
+        gap = s - present[best]
+        out.append(Outcome(ds, gap >= -float(c["tolerance"]) - 1e-9, detail, stand_in, gap))
+    return out
+
+
+def best_on_at_least(v: Values, c: dict) -> list[Outcome]:
+    """``subject`` within ``near`` of the best on each dataset, and the best (ties count) on at
+    least ``count`` of them (one more outcome)."""
+    per = at_least_best_of(v, {**c, "tolerance": c["near"]})
+    best = [o for o in per if o.gap is not None and o.gap >= -1e-9]
+    tested = [o for o in per if o.ok is not None]
+    n = len(best)
+    enough = True if n >= int(c["count"]) else (None if len(tested) < len(per) else False)
+    per.append(Outcome(f"best on >= {c['count']} datasets", enough,
+                       f"best on {n} of {len(per)} datasets "
+                       f"({', '.join(o.group for o in best) or 'none'})"))
+    return per
+
+
+def margin_over(v: Values, c: dict) -> list[Outcome]:
+    """``subject`` - ``other`` >= ``margin`` on each dataset (a negative margin: at most that
+    far below)."""
+    out, metric = [], c.get("metric", "accuracy")
+    for ds in c["datasets"]:
+        s, s_in = v.cell(c["table"], ds, c["subject"], metric)
+        o, o_in = v.cell(c["table"], ds, c["other"], metric)
+        group = f"{ds} ({c.get('name') or c['subject'] + ' vs ' + c['other']})"
+        if s is None or o is None:
+            out.append(_missing(group, c["subject"] if s is None else c["other"]))
+            continue
+        out.append(Outcome(group, s - o >= float(c["margin"]) - 1e-9,
+                           f"{group}: {s:.2f} - {o:.2f} = {s - o:+.2f}", s_in or o_in))
+    return out
+
+
+def ratio_at_most(v: Values, c: dict) -> list[Outcome]:
+    """time(subject) / time(reference) <= ``max_ratio`` for each pair (same run)."""
+    out = []
+    for subject, ref in c["pairs"]:
+        s, s_in = v.cell(c["table"], c["dataset"], subject, c["metric"])
+        r, r_in = v.cell(c["table"], c["dataset"], ref, c["metric"])
+        group = f"{subject} ÷ {ref}"
+        if s is None or not r:
+            out.append(_missing(group, subject if s is None else ref))
+            continue
+        out.append(Outcome(group, s / r <= float(c["max_ratio"]) + 1e-9,
+                           f"{group}: {s / r:.2f}", s_in or r_in))
+    return out
+
+
+def _curve(v: Values, c: dict, curve: str | None = None) -> list[tuple[Any, float]]:
+    return [p for p in v.curve(c["sweep"], curve or c["curve"], c["x"]) if p[0] is not None]
+
+
+def curve_keeps_level(v: Values, c: dict) -> list[Outcome]:
+    """The curve at its largest x is within ``tolerance`` of its best."""
+    pts, group = _curve(v, c), f"{c['curve']} keeps its level"
+    if not pts:
+        return [_missing(group, f"{c['sweep']} {c['curve']}")]
+    best, last = max(m for _, m in pts), pts[-1]
+    return [Outcome(group, last[1] >= best - float(c["tolerance"]) - 1e-9,
+                    f"{group}: {last[1]:.2f} at {c['x']}={last[0]}, best {best:.2f}")]
+
+
+def curve_drops(v: Values, c: dict) -> list[Outcome]:
+    """The curve at its largest x is at least ``margin`` below its best."""
+    pts, group = _curve(v, c), f"{c['curve']} drops"
+    if not pts:
+        return [_missing(group, f"{c['sweep']} {c['curve']}")]
+    best, last = max(m for _, m in pts), pts[-1]
+    return [Outcome(group, last[1] <= best - float(c["margin"]) + 1e-9,
+                    f"{group}: {last[1]:.2f} at {c['x']}={last[0]}, best {best:.2f}")]
+
+
+def curve_end_near(v: Values, c: dict) -> list[Outcome]:
+    """The curve at its largest x is within ``tolerance`` of ``reference`` (a level, or the
+    reference curve's value at the same x)."""
+    pts, group = _curve(v, c), f"{c['curve']} meets {c['reference']}"
+    ref_pts = v.curve(c["sweep"], c["reference"], c["x"])
+    if not pts or not ref_pts:
+        return [_missing(group, f"{c['sweep']} {c['curve'] if not pts else c['reference']}")]
+    x, last = pts[-1]
+    ref = next((m for rx, m in ref_pts if rx in (None, x)), None)
+    if ref is None:
+        return [_missing(group, f"{c['reference']} at {c['x']}={x}")]
+    return [Outcome(group, abs(last - ref) <= float(c["tolerance"]) + 1e-9,
+                    f"{group}: {last:.2f} at {c['x']}={x} vs {ref:.2f}")]
+
+
+def curve_min_at_least(v: Values, c: dict) -> list[Outcome]:
+    """Every point of the curve is at least ``level``."""
+    pts, group = _curve(v, c), f"{c['curve']} >= {c['level']}"
+    if not pts:
+        return [_missing(group, f"{c['sweep']} {c['curve']}")]
+    low = min(pts, key=lambda p: p[1])
+    return [Outcome(group, low[1] >= float(c["level"]) - 1e-9,
+                    f"{group}: lowest {low[1]:.2f} at {c['x']}={low[0]}")]
+
+
+RULES: dict[str, Callable[[Values, dict], list[Outcome]]] = {
+    f.__name__: f for f in (at_least_best_of, best_on_at_least, margin_over, ratio_at_most,
+                            curve_keeps_level, curve_drops, curve_end_near, curve_min_at_least)}
+
+
+def verdict(outcomes: list[Outcome]) -> str:
+    """``holds`` / ``does not hold`` / ``partly: ...`` / ``untested``."""
+    held = [o.group for o in outcomes if o.ok is True]
+    failed = [o.group for o in outcomes if o.ok is False]
+    untested = [o.group for o in outcomes if o.ok is None]
+    if not held and not failed:
+        return "untested"
+    if held and not failed and not untested:
+        text = "holds"
+    elif failed and not held and not untested:
+        text = "does not hold"
+    else:
+        parts = [f"holds on {', '.join(held)}" if held else "",
+                 f"not on {', '.join(failed)}" if failed else "",
+                 f"untested on {', '.join(untested)}" if untested else ""]
+        text = "partly: " + "; ".join(p for p in parts if p)
+    if any(o.stand_in for o in outcomes if o.ok is not None):
+        text += " (on stand-in cells)"
+    return text
+
+
+def read_claims(path: Path = CLAIMS) -> list[dict[str, Any]]:
+    """The claims, each checked for a known rule and its fields (one clear error if not)."""
+    claims = yaml.safe_load(path.read_text()) or []
+    for i, claim in enumerate(claims):
+        for key in ("id", "claim", "source", "test", "checks"):
+            if key not in claim:
+                raise ValueError(f"{path}: claim {i + 1} has no {key!r}")
+        for check in claim["checks"]:
+            if check.get("rule") not in RULES:
+                raise ValueError(f"{path}: claim {claim['id']!r}: unknown rule "
+                                 f"{check.get('rule')!r}; known: {sorted(RULES)}")
+    return claims
+
+
+def evaluate(claim: dict[str, Any], values: Values) -> list[Outcome]:
+    """Every outcome of every check of ``claim``."""
+    out = []
+    for check in claim["checks"]:
+        try:
+            out += RULES[check["rule"]](values, check)
+        except KeyError as exc:
+            raise ValueError(f"claim {claim['id']!r}: rule {check['rule']} needs {exc}") from None
+    return out

@@ -1,0 +1,31 @@
+"""The paper's order of datasets, models and metrics in each table.
+
+``paper_numbers.csv`` is transcribed row by row in the paper's order, so the first appearance of
+a dataset (model, metric) in a table is its place in the paper. Labels the paper does not have
+(our extra rows and columns) follow, in natural order (``K=2`` before ``K=10``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import pandas as pd
+
+
+def natural_key(label: object) -> str:
+    """Sort key that orders numbers inside labels by value (``S=8`` before ``S=16``)."""
+    return re.sub(r"\d+(?:\.\d+)?", lambda m: f"{float(m.group()):016.6f}", str(label))
+
+
+def paper_order(paper: pd.DataFrame, table: str, column: str) -> list[str]:
+    """The values of ``column`` in ``table``, in the order the paper lists them."""
+    return list(dict.fromkeys(paper.loc[paper["table"] == table, column].astype(str)))
+
+
+def in_paper_order(values: Iterable[object], first: list[str]) -> list[str]:
+    """``values`` (as strings, once each): those in ``first`` in its order, then the rest in
+    natural order."""
+    present = list(dict.fromkeys(map(str, values)))
+    known = [v for v in first if v in present]
+    return known + sorted((v for v in present if v not in first), key=natural_key)

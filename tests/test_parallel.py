@@ -1,0 +1,97 @@
+"""Runs in worker processes (``jobs``): the same results, bit for bit and in the same order, as
+one process running them one after another; errors surface; CUDA and bad values are handled."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import scipy.sparse as sp
+import torch
+
+from twirls.data.graph import GraphData, Split, undirected_graph
+from twirls.train.experiment import run_experiment
+from twirls.train.parallel import available_cores, resolve_jobs, run_all
+
+from requires import needs_deeprobust
+
+
+def toy_data(n: int = 150, classes: int = 3, seed: int = 0) -> GraphData:
+    """A homophilous random graph with sparse 0/1 bag-of-words features (the sparse path)."""
+    gen = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, classes, (n,), generator=gen)
+    src, dst = torch.randint(0, n, (2, 4 * n), generator=gen)
+    keep = (labels[src] == labels[dst]) | (torch.rand(4 * n, generator=gen) < 0.2)
+    features = (torch.rand(n, 60, generator=gen) < 0.05).float()
+    features[torch.arange(n), labels] = 1.0
+    perm = torch.randperm(n, generator=gen)
+    split = Split(perm[:30], perm[30:60], perm[60:])
+    return GraphData("toy", undirected_graph(src[keep], dst[keep], n), features, labels,
+                     {"a": split, "b": Split(perm[60:90], perm[90:120], perm[120:])})
+
+
+def _square(i: int) -> int:
+    return i * i
+
+
+def _fail() -> int:
+    raise ValueError("run 3 failed")
+
+
+def test_run_all_keeps_order_and_uses_other_processes():
+    runs = [lambda i=i: (_square(i), os.getpid()) for i in range(6)]
+    out = run_all(runs, jobs=2)
+    assert [v for v, _ in out] == [i * i for i in range(6)]
+    assert os.getpid() not in {pid for _, pid in out}
+
+
+def test_an_error_in_a_worker_is_raised_in_the_stage():
+    with pytest.raises(ValueError, match="run 3 failed"):
+        run_all([lambda: 1, lambda: 2, _fail, lambda: 4], jobs=2)
+
+
+def test_resolve_jobs():
+    assert resolve_jobs("auto", torch.device("cpu")) == available_cores()
+    assert resolve_jobs(3, torch.device("cpu")) == 3
+    assert resolve_jobs(4, torch.device("cuda")) == 1  # CUDA runs stay in the stage's process
+    for bad in (0, "two", 1.5, True):
+        with pytest.raises(ValueError, match="jobs"):
+            resolve_jobs(bad, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("model, model_cfg", [
+    ("twirls", {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 1, "mlp_after": 0,
+                "input_dropout": 0.5, "attention": {"p": 0.1, "tau": 0.2, "T": 2.0}}),
+    ("gcn", {"layers": 2, "hidden": 16, "dropout": 0.5}),
+])
+def test_parallel_seeds_equal_sequential_bit_for_bit(model, model_cfg):
+    torch.set_num_threads(1)
+    data = toy_data()
+    exp = {"dataset": "toy", "model": model, "model_cfg": model_cfg,
+           "train_cfg": {"epochs": 15, "lr": 0.05, "weight_decay": 5.0e-4}}
+    one = run_experiment(exp, data, 3, torch.device("cpu"), progress=False, jobs=1)
+    two = run_experiment(exp, data, 3, torch.device("cpu"), progress=False, jobs=2)
+    assert len(one.runs) == len(two.runs) == 6  # 3 seeds x 2 splits, in the same order
+    for a, b in zip(one.runs, two.runs, strict=True):
+        assert (a.seed, a.best_epoch, a.test, a.val, a.train) == \
+            (b.seed, b.best_epoch, b.test, b.val, b.train)
+        assert a.history == b.history  # every epoch's loss and scores, exactly
+    assert len({r.test for r in one.runs}) > 1  # the seeds differ: the comparison means something
+
+
+@needs_deeprobust
+def test_parallel_defense_seeds_equal_sequential():
+    from twirls.stages.robust import run_defense
+
+    torch.set_num_threads(1)
+    data = toy_data()
+    coo = sp.coo_matrix((torch.ones(data.graph.num_edges()).numpy(),
+                         tuple(t.numpy() for t in data.graph.edges())),
+                        shape=(data.num_nodes,) * 2)
+    data.meta.update(adj=coo.tocsr(), features_sparse=sp.csr_matrix(data.features.numpy()))
+    data.splits = {"attack": data.splits["a"]}
+    exp = {"defense": "gcn-jaccard", "model_cfg": {}}
+    one = run_defense(exp, data, 3, torch.device("cpu"), jobs=1)
+    two = run_defense(exp, data, 3, torch.device("cpu"), jobs=2)
+    assert [(r.seed, r.val, r.test) for r in one.runs] == [(r.seed, r.val, r.test)
+                                                            for r in two.runs]

@@ -1,0 +1,237 @@
+"""The scannable report: paper order, deduplicated notes, Table 11 ratios, stand-in cells,
+claims with computed verdicts, the headline metrics file and the sweep figure."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from twirls.reports.claims import Values, evaluate, read_claims, verdict
+from twirls.reports.claims_section import verdict_counts, verdicts
+from twirls.reports.headline import headline, write_headline
+from twirls.reports.render import table_frame, write_index
+from twirls.reports.results import Cell, build_results, read_cells, read_paper, write_cells
+from twirls.reports.scorecard import scorecard, totals
+from twirls.reports.sweep_points import paper_points, read_sweep_points
+
+ATTACK_CLAIM = {"id": "attack", "claim": "c", "source": "s", "test": "t", "checks": [
+    {"rule": "at_least_best_of", "table": "attack", "subject": "TWIRLS",
+     "others": ["GNNGuard", "GCN-Jaccard", "GCN-SVD"],
+     "datasets": ["nettack-cora", "nettack-citeseer"], "tolerance": 1.0}]}
+
+
+def attack_cells(twirls_cora: float, twirls_citeseer: float) -> list[Cell]:
+    cells = [Cell("attack", ds, m, "accuracy", 70.0, 1.0, 5)
+             for ds in ("nettack-cora", "nettack-citeseer")
+             for m in ("GNNGuard", "GCN-Jaccard", "GCN-SVD")]
+    return cells + [Cell("attack", "nettack-cora", "TWIRLS", "accuracy", twirls_cora, 1.0, 5),
+                    Cell("attack", "nettack-citeseer", "TWIRLS", "accuracy", twirls_citeseer,
+                         1.0, 5)]
+
+
+@pytest.mark.parametrize("cora,citeseer,expected", [
+    (70.5, 69.5, "holds"),
+    (60.0, 65.0, "does not hold"),
+    (60.0, 71.0, "partly: holds on nettack-citeseer; not on nettack-cora"),
+])
+def test_a_claim_verdict_is_computed_from_the_cells(cora, citeseer, expected):
+    results = build_results(attack_cells(cora, citeseer), read_paper())
+    assert verdict(evaluate(ATTACK_CLAIM, Values(results))) == expected
+
+
+def test_a_claim_without_our_numbers_is_untested_and_partly_when_some_are_missing():
+    results = build_results([], read_paper())
+    assert verdict(evaluate(ATTACK_CLAIM, Values(results))) == "untested"
+    # the same rule on the paper's own numbers: TWIRLS 70.23 vs GNNGuard 70.46 on Cora
+    assert verdict(evaluate(ATTACK_CLAIM, Values(results, column="paper_mean"))) == "holds"
+    cells = [c for c in attack_cells(70.0, 70.0) if c.dataset == "nettack-cora"]
+    partly = verdict(evaluate(ATTACK_CLAIM, Values(build_results(cells, read_paper()))))
+    assert partly == "partly: holds on nettack-cora; untested on nettack-citeseer"
+
+
+def test_stand_in_cells_are_used_but_say_so_and_never_count_as_reproduced():
+    cells = [Cell("cws", "pku", m, "macro_f1", v, 0.5, 3, status="stand-in",
+                  note="trained on part of the test gold")
+             for m, v in (("TWIRLS-base", 84.9), ("GCN", 60.0), ("MLP", 55.0))]
+    results = build_results(cells, read_paper())
+    assert set(results[results["table"] == "cws"].dropna(subset=["mean"])["status"]) == {
+        "stand-in"}
+    claim = next(c for c in read_claims() if c["id"] == "cws")
+    assert verdict(evaluate(claim, Values(results))) == "holds (on stand-in cells)"
+    wide = table_frame(results[results["table"] == "cws"])
+    assert "84.90 ± 0.50 [stand-in] (84.86 ± 0.39)" in wide["pku"].tolist()
+    assert totals(scorecard(results, ["cws"]))["reproduced"] == 0
+
+
+def test_a_stage_cannot_set_a_computed_status(tmp_path):
+    path = tmp_path / "cells.json"
+    write_cells(path, [Cell("cws", "pku", "MLP", "macro_f1", 50.0, status="reproduced")])
+    with pytest.raises(ValueError, match="may only set"):
+        read_cells(path)
+
+
+def test_curve_claims_read_the_sweep_points():
+    claim = next(c for c in read_claims() if c["id"] == "no-oversmoothing")
+    flat = [{"curve": "TWIRLS-base", "point": {"steps": s}, "mean": 83.0} for s in (1, 64, 128)]
+    sgc = [{"curve": "SGC", "point": {"steps": s}, "mean": m}
+           for s, m in ((1, 80.0), (64, 60.0), (128, 40.0))]
+    closed = [{"curve": "closed form (eq. 2)", "point": {}, "mean": 83.4}]
+    results = build_results([], read_paper())
+    assert verdict(evaluate(claim, Values(results, {"figure2": flat + sgc + closed}))) == "holds"
+    falling = [{**p, "mean": 90.0 - p["point"]["steps"] / 4} for p in flat]
+    got = verdict(evaluate(claim, Values(results, {"figure2": falling + sgc + closed})))
+    assert got.startswith("partly: holds on SGC drops; not on TWIRLS-base keeps its level")
+
+
+def test_every_committed_claim_has_a_known_rule_and_verdicts_are_counted():
+    results = build_results([], read_paper())
+    judged = verdicts(read_claims(), Values(results), Values(results, column="paper_mean"))
+    assert 5 <= len(judged) <= 12
+    assert verdict_counts(judged)["untested"] == len(judged)
+    assert all(j["paper_verdict"] in ("holds", "—") for j in judged)  # rules match the paper
+
+
+def test_table2_is_in_the_papers_order_with_one_note_per_reason(tmp_path):
+    cells = [Cell("standard-benchmarks", "pubmed", m, "accuracy", status="no-data",
+                  note="pubmed: cannot download") for m in ("TWIRLS-base", "SGC", "GCN")]
+    cells.append(Cell("standard-benchmarks", "cora", "MyModel", "accuracy", 80.0, 1.0, 3))
+    results = build_results(cells, read_paper())
+    wide = table_frame(results[results["table"] == "standard-benchmarks"])
+    assert list(wide.columns) == ["model", "cora", "citeseer", "pubmed", "ogbn-arxiv"]
+    assert list(wide["model"]) == ["SGC", "GCN", "APPNP", "JKNet", "GCNII", "DAGNN",
+                                   "TWIRLS-base", "MyModel"]
+    write_index(results, tmp_path, set())
+    md = (tmp_path / "tables" / "standard-benchmarks.md").read_text()
+    assert md.count("pubmed: cannot download") == 1
+    assert "- pubmed (SGC, GCN, TWIRLS-base): pubmed: cannot download" in md
+
+
+def test_table3_homophily_is_a_row_and_table5_is_datasets_by_statistics():
+    cells = [Cell("heterophily", ds, "dataset", "homophily", 0.2, None, 1)
+             for ds in ("texas", "cornell")]
+    cells.append(Cell("heterophily", "texas", "TWIRLS", "accuracy", 84.0, 4.0, 10))
+    cells.append(Cell("dataset-statistics", "cora", "dataset", "nodes", 2708.0, None, 1))
+    results = build_results(cells, read_paper())
+    het = table_frame(results[results["table"] == "heterophily"])
+    assert list(het.columns) == ["model", "texas", "wisconsin", "actor", "cornell"]
+    assert het.iloc[0]["model"] == "homophily" and het.iloc[0]["texas"] == "0.20 (0.11)"
+    stats = table_frame(results[results["table"] == "dataset-statistics"])
+    assert list(stats.columns) == ["dataset", "nodes", "edges", "features", "classes"]
+    assert stats.iloc[0].tolist()[:2] == ["cora", "2,708 (2,708)"]
+
+
+def test_extra_tables_do_not_claim_paper_numbers(tmp_path):
+    cells = [Cell("attack-clean", "nettack-cora", "TWIRLS", "accuracy", 80.0, 1.0, 5)]
+    write_index(build_results(cells, read_paper()), tmp_path, set())
+    md = (tmp_path / "tables" / "attack-clean.md").read_text()
+    assert "(paper" not in md and "no numbers here" in md
+    assert "Ours (paper)" not in (tmp_path / "tables" / "attack-clean.tex").read_text()
+    readme = (tmp_path / "README.md").read_text()
+    assert readme.index("## Scorecard") < readme.index("## Tables")
+    assert readme.index("Table 2:") < readme.index("Table 12:") < readme.index("Extra:")
+
+
+def test_table11_is_judged_on_ratios_to_mlp_and_gcn():
+    # ten times slower than the paper everywhere: same ratios -> reproduced
+    paper = read_paper().query("table == 'running-time' and metric == 'train_seconds'")
+    cells = [Cell("running-time", "ogbn-arxiv", r.model, "train_seconds", 10 * r.mean, 0.1, 3)
+             for r in paper.itertuples()]
+    cells[-1].mean *= 2  # TWIRLS* twice as slow relative to the others
+    results = build_results(cells, read_paper())
+    status = results.set_index("model").query("table == 'running-time' and "
+                                              "metric == 'train_seconds'")["status"]
+    assert status.drop("TWIRLS*").eq("reproduced").all()
+    assert status["TWIRLS*"] == "differs"
+    wide = table_frame(results[results["table"] == "running-time"])
+    row = wide.set_index("model").loc["GCN"]
+    assert row["train ÷ MLP: ours (paper)"] == "1.15 (1.15)"
+    assert row["train s/epoch (this hardware)"] == "7.75 ± 0.10"
+
+
+def test_headline_is_flat_rounded_and_atomic(tmp_path):
+    results = build_results(attack_cells(72.346, 71.0), read_paper())
+    values = headline(results, totals(scorecard(results, ["attack"])),
+                      {"holds": 1, "does not hold": 0})
+    assert values["atk_cora"] == 72.35 and "cora" not in values  # no number of ours: left out
+    assert values["reproduced"] + values["differs"] == 8
+    assert all(isinstance(v, (int, float)) for v in values.values())
+    assert sum(max(len(k), 6) + 2 for k in values) + 24 <= 120  # `dvc metrics show` fits
+    path = tmp_path / "metrics" / "headline.json"
+    write_headline(path, values)
+    assert json.loads(path.read_text()) == values and not list(path.parent.glob("*.part"))
+
+
+def test_grid_values_come_from_the_cells_extra_when_present():
+    cells = [Cell("citeseer-alpha-steps", "citeseer", f"TWIRLS-base[S={s},alpha={a}]",
+                  "accuracy", 70.0, 0.1, 3, extra={"grid": {"alpha": a, "steps": s}})
+             for s in (8, 16, 32, 64) for a in (0.1, 0.25, 0.5, 1.0)]
+    wide = table_frame(build_results(cells, read_paper()).query(
+        "table == 'citeseer-alpha-steps'"))
+    assert list(wide.columns)[0] == "TWIRLS-base (citeseer): steps"  # the grid's key names
+    assert list(wide.iloc[:, 0]) == ["8", "16", "32", "64"]
+    assert wide.iloc[0, 4] == "70.00 ± 0.10 (72.35)"
+
+
+def test_sweep_points_parse_metrics_and_paper_labels(tmp_path):
+    path = tmp_path / "figure2.json"
+    path.write_text(json.dumps({"status": "ok", "points": {
+        "SGC {'steps': 4}": 81.9, "closed form (eq. 2) {}": 83.4}}))
+    assert read_sweep_points(path) == [
+        {"curve": "SGC", "point": {"steps": 4}, "mean": 81.9},
+        {"curve": "closed form (eq. 2)", "point": {}, "mean": 83.4}]
+    sweep = {"table": "citeseer-alpha-steps", "dataset": "citeseer",
+             "label": "TWIRLS-base[S={steps},alpha={alpha}]", "curves": {"TWIRLS-base": {}}}
+    pts = paper_points("table8", sweep, read_paper())
+    assert len(pts) == 16
+    assert {"curve": "TWIRLS-base", "point": {"steps": 16, "alpha": 1.0}, "mean": 74.07} in pts
+
+
+def test_the_sweep_figure_overlays_the_papers_points(tmp_path):
+    from twirls.reports.sweep_figure import plot_sweep
+
+    sweep = {"curves": {"TWIRLS-base": {}}, "figure": {"x": "steps", "title": "t"}}
+    points = [{"curve": "TWIRLS-base", "point": {"steps": s, "alpha": a},
+               "scores": {"accuracy": (70.0 + s / 64, 0.5)}}
+              for s in (8, 16, 32, 64) for a in (0.1, 1.0)]
+    paper = [{"curve": "TWIRLS-base", "point": {"steps": s, "alpha": a}, "mean": 72.0}
+             for s in (8, 16, 32, 64) for a in (0.1, 1.0)]
+    paper.append({"curve": "TWIRLS-base", "point": {}, "mean": 100.0})
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    captured = {}
+    real_close = plt.close
+    plt.close = lambda fig: captured.setdefault("fig", fig)
+    try:
+        plot_sweep("table8", sweep, points, tmp_path / "t.png", paper=paper)
+    finally:
+        plt.close = real_close
+    assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
+    ax = captured["fig"].axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert sum(label.startswith("paper: TWIRLS-base, alpha=") for label in labels) == 2
+    assert "paper: TWIRLS-base" in labels  # the stated level, a horizontal line
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["8", "16", "32", "64"]
+
+
+def test_the_no_data_figure_states_the_whole_reason_on_a_percent_axis(tmp_path):
+    from twirls.reports.sweep_figure import plot_sweep
+
+    reason = "amazon: cannot download " + "x" * 300 + " END-OF-REASON"
+    plot_sweep("figure3", {"curves": {"T": {}}, "figure": {"x": "split"}}, [],
+               tmp_path / "f.png", reason)
+    assert (tmp_path / "f.png").exists()
+    import matplotlib.pyplot as plt
+
+    real_close, captured = plt.close, {}
+    plt.close = lambda fig: captured.setdefault("fig", fig)
+    try:
+        plot_sweep("figure3", {"curves": {"T": {}}, "figure": {"x": "split"}}, [],
+                   tmp_path / "f.png", reason)
+    finally:
+        plt.close = real_close
+    ax = captured["fig"].axes[0]
+    assert "END-OF-REASON" in ax.texts[0].get_text() and ax.get_ylim() == (0, 100)
