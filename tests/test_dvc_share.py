@@ -100,9 +100,9 @@ def test_clean_clone_pulls_and_recomputes_nothing(lab):
     assert not (laptop / "data" / "raw").exists()
     dvc(laptop, "pull", "--run-cache")
     out = dvc(laptop, "repro", "--pull", TRAIN).stdout
-    # fetch@ always re-verifies the raw files (never in git nor in the remote): the laptop fetches
-    # them from the mirror; the training stage is not rerun
-    assert ran(out) == {"fetch@cora"}
+    # the raw files are never in git nor in the remote: the laptop fetches them from the mirror
+    # where DVC needs them; the training stage is not rerun
+    assert ran(out) <= {"fetch@cora"}
     assert f"Stage '{TRAIN}' didn't change, skipping" in out
     assert "up to date" in dvc(laptop, "status", TRAIN).stdout
     for rel in OUTPUTS:

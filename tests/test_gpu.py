@@ -177,15 +177,15 @@ def run_experiment_on(preference: str, expected: str, monkeypatch) -> None:
     device = pick_device(preference, needs_dgl=requires_dgl(exp["model"]), who="test")
     assert device.type == expected
     seen = []
-    run_seeds = experiment.run_seeds
+    seed_run = experiment.seed_run
 
-    def spy(build, ops, x, labels, split, cfg, seeds):
+    def spy(build, ops, x, labels, split, cfg, seed):
         seen.append((ops.device.type, x.device.type, x.layout))
-        return run_seeds(build, ops, x, labels, split, cfg, seeds)
+        return seed_run(build, ops, x, labels, split, cfg, seed)
 
-    monkeypatch.setattr(experiment, "run_seeds", spy)
+    monkeypatch.setattr(experiment, "seed_run", spy)
     result = experiment.run_experiment(exp, data, 2, device, progress=False)
-    assert seen == [(expected, expected, torch.sparse_csr)]
+    assert seen == [(expected, expected, torch.sparse_csr)] * 2  # one per seed
     assert len(result.runs) == 2
     assert all(0.0 <= r.test <= 1.0 and math.isfinite(r.history[-1]["loss"])
                for r in result.runs)

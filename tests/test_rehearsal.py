@@ -164,8 +164,9 @@ def test_budget_params_change_only_the_budget():
                          "patience": None}
     assert plans["table2@pubmed-gcnii"].full["seeds"] == 3  # the entry's own seeds
     sweep = plans["figure3"]
-    assert sweep.runs_per_epoch == 1 and sweep.full["runs"] == 15
-    assert sweep.full["grid_points"] == len(real["figure3"]["data_grid"]["split"]) == 5
+    curves = len(real["figure3"]["curves"])  # TWIRLS-base and IGNN
+    assert sweep.runs_per_epoch == curves and sweep.full["runs"] == 15 * curves
+    assert sweep.full["grid_points"] == len(real["figure3"]["data_grid"]["split"]) * curves
     assert sweep.params(real, 1)["figure3"]["data_grid"] == {"split": [0.05]}
     assert plans["table11"].params(real, 1)["table11"]["warmup"] == 0
     assert plans["table5[pku]"].params(real, 1)["table5"]["datasets"] == ["pku"]
