@@ -1,0 +1,85 @@
+"""Benchmark of the everyday loop on a fresh clone: ``dvc status``, a no-op ``dvc repro`` and one
+``dvc exp run`` (default ``-S attention.p=0.2``), with the wall time of every stage it ran.
+
+The clone is a ``git clone`` of this repository's HEAD in a temporary folder, with the raw data
+copied from ``data/raw`` (as a user who has fetched once). Writes
+``reports/benchmarks/pipeline.json``. ``python -m twirls.bench.pipeline [--set key=value ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from twirls.train.parallel import available_cores
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, dict[str, float], str]:
+    """Run ``cmd``; its wall time, the seconds of each ``Running stage`` block, and stdout."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    stages: dict[str, float] = {}
+    current, since, lines = None, start, []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith(("Running stage '", "Stage '")):
+            now = time.perf_counter()
+            if current is not None:
+                stages[current] = round(now - since, 2)
+            current, since = (line.split("'")[1], now) if line.startswith("Running") else (
+                None, now)
+    end = time.perf_counter()
+    if current is not None:
+        stages[current] = round(end - since, 2)
+    if proc.wait() != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{''.join(lines[-30:])}")
+    return round(end - start, 2), stages, "".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--set", action="append", default=None,
+                        help="dvc exp run -S values (default: attention.p=0.2)")
+    parser.add_argument("--out", type=Path, default=Path("reports/benchmarks/pipeline.json"))
+    args = parser.parse_args(argv)
+    sets = args.set or ["attention.p=0.2"]
+    repo = Path.cwd()
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "OUTDATED_IGNORE": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with tempfile.TemporaryDirectory() as tmp:
+        clone = Path(tmp) / "clone"
+        subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+        shutil.copytree(repo / "data" / "raw", clone / "data" / "raw", symlinks=True)
+        for key, value in (("user.name", "bench"), ("user.email", "bench@localhost")):
+            subprocess.run(["git", "config", key, value], cwd=clone, check=True)
+        report: dict[str, Any] = {"cores": available_cores(), "commit": subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+            check=True).stdout.strip()}
+        report["first_status_s"], _, _ = timed(["dvc", "status"], clone, env)
+        report["status_s"], _, _ = timed(["dvc", "status"], clone, env)
+        report["noop_repro_s"], ran, _ = timed(["dvc", "repro"], clone, env)
+        report["noop_repro_ran"] = sorted(ran)
+        cmd = ["dvc", "exp", "run"] + [a for s in sets for a in ("-S", s)]
+        report["exp_run"] = {"command": " ".join(cmd)}
+        total, stages, _ = timed(cmd, clone, env)
+        report["exp_run"] |= {"seconds": total, "stages": stages}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp_out = args.out.with_name(args.out.name + ".part")
+    tmp_out.write_text(json.dumps(report, indent=1) + "\n")
+    os.replace(tmp_out, args.out)
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
