@@ -20,10 +20,9 @@ from twirls.reports.claims import OURS
 HEADLINE = Path(__file__).with_name("headline.yaml")
 
 
-def headline(results: pd.DataFrame, totals: dict[str, int], claims: dict[str, int],
+def headline(results: pd.DataFrame, totals: dict[str, int],
              path: Path = HEADLINE) -> dict[str, float | int]:
-    """The flat headline dict (keys in ``headline.yaml`` order, then the two counts);
-    ``claims`` (verdict counts) is accepted for the report's call but not written."""
+    """The flat headline dict (keys in ``headline.yaml`` order, then the two counts)."""
     spec = yaml.safe_load(path.read_text()) or {}
     out: dict[str, float | int] = {}
     for key, cell in spec.items():

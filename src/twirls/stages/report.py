@@ -20,7 +20,7 @@ from pathlib import Path
 from twirls.config.schema import SWEEP_GROUPS
 from twirls.config.stages import results_files, stage_outputs
 from twirls.reports.claims import Values, read_claims
-from twirls.reports.claims_section import claims_lines, verdict_counts, verdicts
+from twirls.reports.claims_section import claims_lines, verdicts
 from twirls.reports.devices import device_counts, device_lines
 from twirls.reports.explanations import read_explanations
 from twirls.reports.headline import headline, write_headline
@@ -78,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                 read_explanations(results),
                 sweeps_without_data(args.metrics, set(SWEEP_GROUPS)),
                 device_lines(device_counts(metrics_files)), claims_lines(judged))
-    write_headline(args.headline, headline(results, totals(scorecard(results, list(TABLES))),
-                                           verdict_counts(judged)))
+    write_headline(args.headline, headline(results, totals(scorecard(results, list(TABLES)))))
     counts = results["status"].value_counts().to_dict()
     print("results.csv:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return 0
