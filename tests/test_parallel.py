@@ -81,7 +81,7 @@ def test_parallel_seeds_equal_sequential_bit_for_bit(model, model_cfg):
 
 @needs_deeprobust
 def test_parallel_defense_seeds_equal_sequential():
-    from twirls.stages.robust import run_defense
+    from twirls.stages.robust import entry_runs
 
     torch.set_num_threads(1)
     data = toy_data()
@@ -90,8 +90,7 @@ def test_parallel_defense_seeds_equal_sequential():
                         shape=(data.num_nodes,) * 2)
     data.meta.update(adj=coo.tocsr(), features_sparse=sp.csr_matrix(data.features.numpy()))
     data.splits = {"attack": data.splits["a"]}
-    exp = {"defense": "gcn-jaccard", "model_cfg": {}}
-    one = run_defense(exp, data, 3, torch.device("cpu"), jobs=1)
-    two = run_defense(exp, data, 3, torch.device("cpu"), jobs=2)
-    assert [(r.seed, r.val, r.test) for r in one.runs] == [(r.seed, r.val, r.test)
-                                                            for r in two.runs]
+    exp = {"defense": "gcn-jaccard", "model_cfg": {}, "seeds": 3}
+    one = run_all(entry_runs(exp, data, torch.device("cpu")), jobs=1)
+    two = run_all(entry_runs(exp, data, torch.device("cpu")), jobs=2)
+    assert [(r.seed, r.val, r.test) for r in one] == [(r.seed, r.val, r.test) for r in two]

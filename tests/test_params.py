@@ -11,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from twirls.config.entries import attacked_twirls_entry, table4_entry, train_entry
+from twirls.config.entries import attacked_twirls_entry, table4_entry, table9_entry, train_entry
 from twirls.config.schema import ATTACKED_GROUPS, TRAIN_GROUPS, ConfigError, check_params
 from twirls.data.defaults import DATASET_DEFAULTS
 from twirls.data.registry import LOADERS
@@ -45,6 +45,9 @@ def all_entries() -> list[tuple[str, dict]]:
                     for m in [*t4["defenses"], "twirls-base", "twirls"]]
     out += [(f"{g}.{k}", attacked_twirls_entry(e, t4))
             for g in ATTACKED_GROUPS for k, e in PARAMS[g].items()]
+    t9 = PARAMS["table9"]
+    out += [(f"table9[{d},{g},T={t}]", table9_entry(t9, t4, d, g, t))
+            for d in t9["datasets"] for g in t9["graphs"] for t in t9["truncations"]]
     return out
 
 
@@ -123,7 +126,8 @@ def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):
     ("table2.cora-gcn.seeds", 0, "table2.cora-gcn.seeds = 0: expected an integer >= 1"),
     ("table4.defenses", ["gcn", "gnnguar"], "unknown defense (did you mean 'gnnguard'?)"),
     ("table4.graphs", ["fast", "attacked"], "table4.graphs[1] = 'attacked': unknown graph"),
-    ("table9.nettack-cora-Tinf.attention.T", -2, "expected a number > 0"),
+    ("table9.truncations.inf", -2, "expected a number > 0"),
+    ("table9.graphs", ["fast", "prognnn"], "unknown graph (did you mean 'prognn'?)"),
     ("table8.curves.TWIRLS-base.grid.steps", [], "expected a non-empty list of values"),
     ("table11.graph", "arxiv", "table11.graph = 'arxiv': unknown graph"),
     ("table5.datasets", ["cora", "citeser"], "unknown dataset (did you mean 'citeseer'?)"),

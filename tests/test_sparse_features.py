@@ -1,69 +1,47 @@
-"""Sparse CSR features give the same model outputs and gradients as dense ones."""
+"""``csr_matmul``: the same numbers as ``torch.sparse.mm`` forward and backward, with the
+transposed pattern built once per feature matrix."""
 
 from __future__ import annotations
 
 import torch
 
-from twirls.data.graph import undirected_graph
-from twirls.models import GraphOps, build_model
+from twirls.models import sparse_features
 from twirls.models.layers import dropout
+from twirls.models.sparse_features import csr_matmul, transpose_pattern
 
 
-def graph_and_features(n: int = 30, d: int = 50, seed: int = 0):
-    gen = torch.Generator().manual_seed(seed)
-    src, dst = torch.randint(0, n, (80,), generator=gen), torch.randint(0, n, (80,), generator=gen)
-    x = (torch.rand(n, d, generator=gen) < 0.1).float()
-    return GraphOps.from_graph(undirected_graph(src, dst, n)), x
+def bag_of_words(n: int = 300, d: int = 500, density: float = 0.02, seed: int = 0
+                 ) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.rand(n, d, generator=g) < density).float()
+    x[0] = 0.0  # an empty row, and below an empty column
+    x[:, 7] = 0.0
+    return (x / x.sum(1, keepdim=True).clamp(min=1)).to_sparse_csr()
 
 
-def outputs_and_grads(model, ops, x):
-    model.zero_grad()
-    out = model(ops, x)
-    out.square().sum().backward()
-    return out.detach(), [p.grad.clone() for p in model.parameters()]
+def test_forward_and_weight_gradient_equal_torch_bit_for_bit_under_dropout():
+    x = bag_of_words()
+    for seed in range(3):
+        torch.manual_seed(seed)
+        weight = torch.randn(4, x.shape[1], requires_grad=True)
+        grad = torch.randn(x.shape[0], 4)
+        xd = dropout(x, 0.5, True)  # a new CSR tensor around the same indices
+        ours = csr_matmul(xd, weight.t())
+        ours.backward(grad)
+        ours_grad, weight.grad = weight.grad.clone(), None
+        ref = torch.sparse.mm(xd, weight.t())
+        ref.backward(grad)
+        assert torch.equal(ours, ref)
+        assert torch.equal(ours_grad, weight.grad)
 
 
-def test_twirls_and_closed_form_same_with_sparse_features():
-    ops, x = graph_and_features()
-    configs = [("twirls", {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2, "hidden": 8}),
-               ("twirls", {"steps": 4, "lam": 1.0, "alpha": 0.5, "mlp_before": 1,
-                           "attention": {"p": 0.1, "tau": 0.2, "T": 2.0}}),
-               ("twirls-closed-form", {"lam": 1.0, "mlp_before": 2, "hidden": 8})]
-    for name, cfg in configs:
-        torch.manual_seed(0)
-        model = build_model(name, cfg, x.shape[1], 3).eval()
-        dense = outputs_and_grads(model, ops, x)
-        sparse = outputs_and_grads(model, ops, x.to_sparse_csr())
-        torch.testing.assert_close(sparse[0], dense[0], rtol=1e-5, atol=1e-6)
-        for gs, gd in zip(sparse[1], dense[1], strict=True):
-            torch.testing.assert_close(gs, gd, rtol=1e-5, atol=1e-6)
-
-
-def test_baselines_same_with_sparse_features():
-    ops, x = graph_and_features()
-    for name, cfg in [("mlp", {"layers": 2, "hidden": 8, "input_dropout": 0.3}),
-                      ("mlp", {"layers": 1}),
-                      ("gcn", {"layers": 2, "hidden": 8}),
-                      ("gcn", {"layers": 1}),
-                      ("appnp", {"steps": 3, "layers": 2, "hidden": 8})]:
-        torch.manual_seed(0)
-        model = build_model(name, cfg, x.shape[1], 3).eval()
-        assert model.accepts_sparse
-        dense = outputs_and_grads(model, ops, x)
-        sparse = outputs_and_grads(model, ops, x.to_sparse_csr())
-        torch.testing.assert_close(sparse[0], dense[0], rtol=1e-5, atol=1e-6)
-        for gs, gd in zip(sparse[1], dense[1], strict=True):
-            torch.testing.assert_close(gs, gd, rtol=1e-5, atol=1e-6)
-        model.train()  # training mode (sparse dropout) runs and gives finite outputs
-        assert torch.isfinite(model(ops, x.to_sparse_csr())).all()
-
-
-def test_sparse_dropout_is_dense_dropout_on_stored_entries():
-    _, x = graph_and_features()
-    torch.manual_seed(1)
-    out = dropout(x.to_sparse_csr(), 0.5, True).to_dense()
-    kept = out != 0
-    assert kept.sum() < (x != 0).sum()  # some entries dropped
-    assert ((x == 0) <= (out == 0)).all()  # zeros stay zero
-    torch.testing.assert_close(out[kept], 2 * x[kept])  # survivors scaled by 1 / (1 - p)
-    assert dropout(x.to_sparse_csr(), 0.5, False).layout == torch.sparse_csr
+def test_transpose_pattern_is_the_transpose_and_is_built_once():
+    sparse_features._CACHE.clear()
+    x = bag_of_words(seed=1)
+    t = transpose_pattern(x)
+    xt = torch.sparse_csr_tensor(t.t_crow, t.t_col, x.values()[t.perm], (x.shape[1], x.shape[0]))
+    assert torch.equal(xt.to_dense(), x.to_dense().t())
+    for _ in range(3):
+        assert transpose_pattern(dropout(x, 0.5, True)) is t  # same indices: cached
+    assert transpose_pattern(bag_of_words(seed=2)) is not t
+    assert len(sparse_features._CACHE) == 2

@@ -23,9 +23,12 @@ def stage_outputs(params: dict[str, Any]) -> dict[str, list[StageOutputs]]:
         cells = [(d, g) for d in t4["datasets"] for g in t4["graphs"]]
         out["table4@…"] = [StageOutputs("table4", f"{d}-{g}-{m}")
                            for d, g in cells for m in t4["defenses"]]
-        for model in TWIRLS_ROWS:
-            out[f"table4-{model}@…"] = [StageOutputs(f"table4-{model}", f"{d}-{g}")
-                                        for d, g in cells]
+        for model in TWIRLS_ROWS:  # one stage per dataset, over its graphs
+            out[f"table4-{model}@…"] = [StageOutputs(f"table4-{model}", d)
+                                        for d in t4["datasets"]]
+    t9 = params.get("table9")
+    if t9:
+        out["table9@…"] = [StageOutputs("table9", d) for d in t9["datasets"]]
     for group in SWEEP_GROUPS:
         out[group] = [StageOutputs(group)]
     out["table11"] = [StageOutputs("table11")]

@@ -6,6 +6,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from twirls.models.sparse_features import csr_matmul
+
 NORMS = ("none", "batch", "layer")
 
 
@@ -88,7 +90,7 @@ class FeedForward(nn.Module):
         if self.init_activate:
             x, i = self._activate(x.to_dense() if is_sparse(x) else x, 0), 1
         for k, lin in enumerate(self.lins):
-            x = torch.sparse.mm(x, lin.weight.t()) + lin.bias if is_sparse(x) else lin(x)
+            x = csr_matmul(x, lin.weight.t()) + lin.bias if is_sparse(x) else lin(x)
             if k < len(self.lins) - 1:
                 x, i = self._activate(x, i), i + 1
         return x

@@ -78,17 +78,18 @@ def at_least_best_of(v: Values, c: dict) -> list[Outcome]:
         s, s_in = v.cell(c["table"], ds, c["subject"], metric)
         got = {m: v.cell(c["table"], ds, m, metric) for m in c["others"]}
         present = {m: x for m, (x, _) in got.items() if x is not None}
+        group = f"{ds} ({c['name']})" if c.get("name") else ds
         if s is None or not present:
-            out.append(_missing(ds, c["subject"] if s is None else "every other model"))
+            out.append(_missing(group, c["subject"] if s is None else "every other model"))
             continue
         best = max(present, key=present.get)
         skipped = [m for m in c["others"] if m not in present]
-        detail = (f"{ds}: {c['subject']} {s:.2f} vs best {best} {present[best]:.2f} "
+        detail = (f"{group}: {c['subject']} {s:.2f} vs best {best} {present[best]:.2f} "
                   f"({s - present[best]:+.2f})" + (f"; not run: {', '.join(skipped)}"
                                                    if skipped else ""))
         stand_in = s_in or any(got[m][1] for m in present)
         gap = s - present[best]
-        out.append(Outcome(ds, gap >= -float(c["tolerance"]) - 1e-9, detail, stand_in, gap))
+        out.append(Outcome(group, gap >= -float(c["tolerance"]) - 1e-9, detail, stand_in, gap))
     return out
 
 

@@ -18,8 +18,15 @@ def natural_key(label: object) -> str:
     return re.sub(r"\d+(?:\.\d+)?", lambda m: f"{float(m.group()):016.6f}", str(label))
 
 
+#: extra tables laid out like a paper table (same rows and columns on other graphs).
+LAID_OUT_LIKE = {"attack-clean": "attack", "attack-prognn": "attack",
+                 "truncation-T-prognn": "truncation-T"}
+
+
 def paper_order(paper: pd.DataFrame, table: str, column: str) -> list[str]:
-    """The values of ``column`` in ``table``, in the order the paper lists them."""
+    """The values of ``column`` in ``table`` (or in the paper table it is laid out like), in
+    the order the paper lists them."""
+    table = LAID_OUT_LIKE.get(table, table)
     return list(dict.fromkeys(paper.loc[paper["table"] == table, column].astype(str)))
 
 

@@ -35,6 +35,8 @@ TABLES: dict[str, str] = {
 EXTRA_TABLES: dict[str, str] = {
     "attack-clean": "Extra: the models of Table 4 on the clean graphs (no attack)",
     "attack-prognn": "Extra: the models of Table 4 on Pro-GNN's published 20% Meta-Self graphs",
+    "truncation-T-prognn": "Extra: Table 9's truncation T on Pro-GNN's published 20% Meta-Self "
+                           "graphs",
     "variant-comparison": "Extra: paper equations vs the authors' reference code "
                           "(dgl.nn.TWIRLSConv) on the same cells",
 }

@@ -30,6 +30,8 @@ from twirls.reports.scorecard import scorecard, totals
 from twirls.reports.sweep_points import read_sweep_points
 from twirls.stages.skeleton import entry, open_stage
 
+CSV_FLOAT = "%.4f"  # results.csv: one fixed format (4 decimals); tables show 2
+
 
 def figures_present(reports: Path, names: set[str]) -> set[str]:
     """The declared figures whose ``reports/figures/<name>.png`` exists (a stage run one by one
@@ -66,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
               f"paper-only", file=sys.stderr)
     cells = [c for path in files if path.exists() for c in read_cells(path)]
     results = build_results(cells, read_paper())
-    write_atomic(args.reports / "results.csv", results[COLUMNS].to_csv(index=False))
+    # numbers are rounded only where they are shown
+    write_atomic(args.reports / "results.csv",
+                 results[COLUMNS].to_csv(index=False, float_format=CSV_FLOAT))
     declared_figures = set(params.get("figures") or []) | set(SWEEP_GROUPS)
     metrics_files = {family: [o.metrics for o in outs] for family, outs in stages.items()}
     metrics_files["energy"] = [

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import dropout, is_sparse, norm_layers
+from twirls.models.sparse_features import csr_matmul
 
 DEFAULTS: dict[str, Any] = {"layers": 2, "hidden": 16, "dropout": 0.5, "input_dropout": None,
                             "norm": "none"}
@@ -61,7 +61,7 @@ class GCN(nn.Module):
         for k, lin in enumerate(self.lins):
             x = dropout(x, self.input_dropout if k == 0 else self.dropout, self.training)
             if is_sparse(x):  # bag-of-words input: X W costs O(nnz)
-                x = adj @ torch.sparse.mm(x, lin.weight.t())
+                x = adj @ csr_matmul(x, lin.weight.t())
             elif lin.out_features <= lin.in_features:  # Â (X W) + b
                 x = adj @ F.linear(x, lin.weight)
             else:  # (Â X) W + b

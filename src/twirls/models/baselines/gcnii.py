@@ -31,6 +31,7 @@ from torch.nn import functional as F
 
 from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps, SparseMatrix
+from twirls.models.sparse_features import csr_matmul
 
 SPARSE_DENSITY = 0.25  # dropout_linear goes sparse for features with at most this share of nonzeros
 
@@ -57,7 +58,7 @@ def dropout_linear(ops: GraphOps, x: Tensor, lin: nn.Linear, p: float, training:
         with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
             warnings.simplefilter("ignore", UserWarning)
             xd = torch.sparse_csr_tensor(xs.crow_indices(), xs.col_indices(), values, xs.shape)
-            out = torch.sparse.mm(xd, lin.weight.T)
+            out = csr_matmul(xd, lin.weight.T)
     return out + lin.bias if bias and lin.bias is not None else out
 
 

@@ -63,6 +63,7 @@ from torch.nn import functional as F
 from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import dropout, is_sparse
+from twirls.models.sparse_features import csr_matmul
 
 #: relation ids of the Geom-GCN files: (graph, latent space) × 4 quadrants
 FILE_RELATIONS = 8
@@ -152,7 +153,7 @@ class GeomGCNConv(nn.Module):
         outs = []
         for k in range(self.heads):
             h = dropout(x, self.dropout, self.training)
-            wh = torch.sparse.mm(h, self.weight[k]) if is_sparse(h) else h @ self.weight[k]
+            wh = csr_matmul(h, self.weight[k]) if is_sparse(h) else h @ self.weight[k]
             wh = (wh * norm).reshape(n * r_count, out)           # d_u^{-1/2} W_r h_u
             e = wh.new_zeros(n * r_count, out).index_add_(0, scatter_at, wh[gather_at])
             e = e.reshape(n, r_count, out)                        # e_{(i,r)}, eq. (1)

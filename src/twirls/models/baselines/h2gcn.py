@@ -30,6 +30,7 @@ from torch.nn import functional as F
 from twirls.models.config import check, check_rates, resolve_config
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import is_sparse
+from twirls.models.sparse_features import csr_matmul
 
 DEFAULTS: dict[str, Any] = {"hidden": 64, "rounds": 1, "dropout": 0.5, "embed_relu": True}
 
@@ -107,7 +108,7 @@ class H2GCN(nn.Module):
     def representations(self, ops: GraphOps, x: Tensor) -> list[Tensor]:
         """``[r⁽⁰⁾, …, r⁽ᴷ⁾]``, widths ``p, 2p, …, 2ᴷ p``."""
         a1, a2 = hop_adjacencies(ops)
-        r = torch.sparse.mm(x, self.embed.weight.t()) if is_sparse(x) else self.embed(x)
+        r = csr_matmul(x, self.embed.weight.t()) if is_sparse(x) else self.embed(x)
         rs = [F.relu(r) if self.embed_relu else r]
         for _ in range(self.rounds):
             rs.append(torch.cat([_SymmetricSpMM.apply(a1, rs[-1]),
