@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+        env["PYTHONPATH"] = str(clone / "src")  # the clone's code, not this checkout's
         shutil.copytree(repo / "data" / "raw", clone / "data" / "raw", symlinks=True)
         for key, value in (("user.name", "bench"), ("user.email", "bench@localhost")):
             subprocess.run(["git", "config", key, value], cwd=clone, check=True)
