@@ -226,3 +226,20 @@ def test_device_section_counts_stages_per_device(tmp_path):
     text = "\n".join(device_lines(counts))
     assert "| `train@…` | cpu: 1, cuda: 2 |" in text
     assert "| `sweep@…` | not recorded: 1 |" in text
+
+
+def test_a_protocol_rerun_is_judged_against_the_table_it_reruns_but_not_scored():
+    from twirls.reports.render import TABLES
+    from twirls.reports.scorecard import scorecard, totals
+
+    paper = read_paper()
+    label = "TWIRLS-base[S=8,alpha=0.1]"
+    ref = paper[(paper.table == "citeseer-alpha-steps") & (paper.model == label)].iloc[0]
+    cell = Cell("citeseer-alpha-steps-reference-k1", "citeseer", label, "accuracy",
+                ref["mean"] + 0.5, 1.0, 10)
+    df = build_results([cell], paper)
+    row = df[df.table == "citeseer-alpha-steps-reference-k1"]
+    assert len(row) == 1 and row.iloc[0]["paper_mean"] == ref["mean"]
+    assert row.iloc[0]["status"] == "reproduced"
+    assert len(df) == len(paper) + 1  # no paper-only copies of the rerun table
+    assert totals(scorecard(df, list(TABLES)))["reproduced"] == 0

@@ -44,7 +44,8 @@ def plot_sweep(name: str, sweep: dict[str, Any], points: list[dict[str, Any]], o
     """Draw ``points`` (``{"curve", "point": {grid key: value}, "scores": {metric: (mean,
     std)}}``) against ``figure.x``: one line per curve and per value of the other grid keys; a
     curve without a grid along x is a horizontal line. ``figure.panels`` lists metrics drawn
-    side by side (default: ``metric``). ``paper`` (see :mod:`twirls.reports.sweep_points`):
+    side by side (default: ``metric``); ``figure.curves`` the curves drawn (default: all).
+    ``paper`` (see :mod:`twirls.reports.sweep_points`):
     the paper's values, drawn in the colour of the matching line. Without data (``reason``),
     a figure that says why."""
     import matplotlib
@@ -66,7 +67,7 @@ def plot_sweep(name: str, sweep: dict[str, Any], points: list[dict[str, Any]], o
             ax.text(0.5, 0.5, "no data:\n" + textwrap.fill(reason, 70), ha="center",
                     va="center", fontsize=6, wrap=True, transform=ax.transAxes)
             ax.set_ylim(0, 100)
-        for curve in sweep["curves"]:
+        for curve in fig_cfg.get("curves") or sweep["curves"]:
             pts = [p for p in points if p["curve"] == curve and _scores(p, panel)]
             if not pts:
                 continue

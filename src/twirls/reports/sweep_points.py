@@ -65,7 +65,9 @@ def paper_points(name: str, sweep: dict[str, Any], paper: pd.DataFrame,
     if "table" in sweep:
         rows = paper[(paper["table"] == sweep["table"])
                      & (paper["dataset"] == sweep.get("dataset", ""))]
-        for curve in sweep.get("curves") or {}:
+        for curve, spec in (sweep.get("curves") or {}).items():
+            if (spec or {}).get("table", sweep["table"]) != sweep["table"]:
+                continue  # a curve reported in a table of its own: the paper has no values
             pattern = _label_pattern(sweep.get("label", "{curve}"), curve)
             for model, mean in zip(rows["model"], rows["mean"], strict=True):
                 m = pattern.match(str(model))

@@ -10,7 +10,7 @@ The sweep is the group of the same name in ``params.yaml``::
       label: "TWIRLS-base[S={steps},alpha={alpha}]"
       curves:                                  # one or more models, each with its grid
         TWIRLS-base:
-          model: twirls
+          model: twirls                        # (a curve may name its own `table`)
           model_cfg: {...}
           train_cfg: {...}
           grid: {steps: [8, 16, 32, 64], alpha: [0.1, 0.25, 0.5, 1.0]}
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     reason = ""
     metric = sweep.get("metric", "accuracy")
     loaded: dict[tuple, Any] = {}
-    planned: list[tuple[str, dict[str, Any], str, int]] = []  # curve, point, label, runs
+    planned: list[tuple[str, dict[str, Any], str, str | None, int]] = []  # + table, runs
     runs: list[Any] = []  # every (point, seed) run of the sweep, in order
     for data_point in grid_points(sweep.get("data_grid") or {}):
         options = {k: v for k, v in data_point.items() if k != "split"}
@@ -90,18 +90,19 @@ def main(argv: list[str] | None = None) -> int:
             for model_point in grid_points(spec.get("grid") or {}):
                 point = {**data_point, **model_point}
                 label = sweep.get("label", "{curve}").format(curve=curve, **point)
+                table = spec.get("table", sweep.get("table"))
                 if data is None:
-                    if "table" in sweep:
-                        cells.append(Cell(sweep["table"], sweep["dataset"], label, metric,
+                    if table:
+                        cells.append(Cell(table, sweep["dataset"], label, metric,
                                           status="no-data", note=reason))
                     continue
                 cfg = {**(spec.get("model_cfg") or {}), **model_point}
                 exp = {**spec, "model_cfg": cfg, "split": split}
                 point_runs = experiment_runs(exp, data, seeds, devices[curve], progress=False)
-                planned.append((curve, point, label, len(point_runs)))
+                planned.append((curve, point, label, table, len(point_runs)))
                 runs += point_runs
     done = run_all(runs, jobs, desc=f"{name}: runs", progress=True)
-    for curve, point, label, count in planned:
+    for curve, point, label, table, count in planned:
         result, done = SeedsResult(done[:count]), done[count:]
         mean, std = 100 * result.mean(), 100 * result.std()
         print(f"{name} {curve} {point}: {result}")
@@ -111,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                 scores[extra[5:]] = (100 * result.mean(extra), 100 * result.std(extra))
         points.append({"curve": curve, "point": point, "mean": mean, "std": std,
                        "runs": len(result.runs), "scores": scores})
-        if "table" in sweep:
-            cells.append(Cell(sweep["table"], sweep["dataset"], label, metric, mean,
+        if table:
+            cells.append(Cell(table, sweep["dataset"], label, metric, mean,
                               std, len(result.runs), note=sweep.get("note", ""),
                               extra={"grid": point}))
     out = StageOutputs(name)
