@@ -1,32 +1,42 @@
 """Stage ``energy``: energy traces of eq. 1 / eq. 12 (Lemma 3.3), on a small graph and on real Cora.
 
-The Cora tests read the Planetoid files from the offline mirror (``TWIRLS_DATA_MIRROR``, default
-``<repo>/../shared/datasets``) and skip with the reason if it is absent.
+The measurement (:mod:`twirls.models.energy_measure`) is checked on random graphs; the params
+(:func:`twirls.config.schema.check_energy`, :func:`~twirls.config.schema.check_energy_entry`)
+on the committed ones with one value changed; the stage on real Cora, whose Planetoid files come
+from the offline mirror (``TWIRLS_DATA_MIRROR``, default ``<repo>/../shared/datasets``; the tests
+skip with the reason if it is absent).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
 import pytest
 import torch
 
+from twirls.config.entries import train_entry
+from twirls.config.schema import ConfigError, check_params
 from twirls.data.graph import undirected_graph
-from twirls.models.energy import jacobi_alpha_limit
+from twirls.data.registry import load_dataset
+from twirls.models.energy import closed_form, energy, jacobi_alpha_limit
+from twirls.models.energy_measure import max_relative_increase, measure
 from twirls.models.graph_ops import GraphOps
+from twirls.params import read_all
 from twirls.stages import energy as stage
-from twirls.stages.energy import (
-    EnergyConfig,
-    max_relative_increase,
-    measure,
-    run,
-)
+from twirls.stages import skeleton
+from twirls.train.experiment import run_experiment
+from twirls.train.propagation_input import propagation_input
 
-from fixtures import MIRROR, PLANETOID
+from fixtures import MIRROR, PLANETOID, REPO
 
 ATTENTION = {"p": 0.1, "tau": 0.2, "T": 2.0}  # paper Table 7 (ATK-Cora)
 CPU = torch.device("cpu")
+TINY = {"dataset": "cora", "model": "twirls", "cells": {"standard-benchmarks": "TWIRLS-base"},
+        "model_cfg": {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2,
+                      "input_dropout": 0.8, "dropout": 0.8},
+        "train_cfg": {"epochs": 3, "lr": 0.1, "weight_decay": 5.0e-4}}
 
 
 def small_graph(seed: int = 0, n: int = 40, m: int = 120) -> tuple[GraphOps, torch.Tensor]:
@@ -39,15 +49,26 @@ def small_graph(seed: int = 0, n: int = 40, m: int = 120) -> tuple[GraphOps, tor
     return ops, 0.3 * torch.randn(n, 4, dtype=torch.float64, generator=gen)
 
 
-def section(**over) -> dict:
-    base = {"dataset": "cora", "split": "public", "seed": 0, "steps": 64, "alpha": 1.0,
-            "model_cfg": {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2,
-                          "input_dropout": 0.8, "dropout": 0.8},
-            "train_cfg": {"epochs": 3, "lr": 0.1, "weight_decay": 5.0e-4}}
-    return {**base, **over}
+def stage_params(**energy) -> dict:
+    """What ``open_stage("energy")`` reads: the declared params, with the tiny entry."""
+    section = {"group": "table2", "entry": "cora-tiny", "dataset": "cora", "steps": 64,
+               "alpha": 1.0, **energy}
+    return {"device": "cpu", "threads": 1, "attention": ATTENTION, "energy": section,
+            "table2": {"cora-tiny": TINY}}
 
 
-# ------------------------------------------------------------------ small graph
+def with_value(path: str, value) -> dict:
+    """The committed params with ``energy.<path>`` (or a deeper path) set to ``value``."""
+    params = copy.deepcopy(read_all(REPO))
+    *parents, last = path.split(".")
+    node = params
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return params
+
+
+# ------------------------------------------------------------------ measurement, small graph
 def test_base_trace_descends_to_the_closed_form_minimum():
     ops, f = small_graph()
     few = measure(ops, f, lam=1.0, alpha=1.0, steps=2, attention=ATTENTION)
@@ -59,6 +80,21 @@ def test_base_trace_descends_to_the_closed_form_minimum():
     assert few["closed_form"]["final_relative_gap"] > 1e-4  # two steps are not enough ...
     assert many["closed_form"]["final_relative_gap"] < 1e-4  # ... enough steps reach eq. 2
     assert many["closed_form"]["y_relative_distance"] < 1e-3
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_eq1_trace_converges_to_the_closed_form_minimum(seed):
+    """At convergence the eq. 1 trace equals ``ℓ_Y(Y*)``, ``Y* = (I + λL)⁻¹ f`` (eq. 2), to
+    float64 rounding, and no iterate is ever below that minimum."""
+    ops, f = small_graph(seed)
+    lam = 0.5 + seed
+    result = measure(ops, f, lam=lam, alpha=1.0, steps=1500, attention=ATTENTION)
+    base, minimum = result["curves"]["twirls-base"], result["closed_form"]["energy"]
+    assert minimum == pytest.approx(float(energy(ops, closed_form(ops, f, lam), f, lam)),
+                                    rel=1e-14)
+    assert base["final"] == pytest.approx(minimum, rel=1e-10)
+    assert min(base["trace"]) >= minimum * (1 - 1e-12)
+    assert result["closed_form"]["y_relative_distance"] < 1e-6
 
 
 def test_irls_every_step_never_increases_eq12_and_middle_keeps_its_bound():
@@ -74,9 +110,24 @@ def test_irls_every_step_never_increases_eq12_and_middle_keeps_its_bound():
     assert len(every["trace"]) == len(middle["trace"]) == 31
 
 
+@pytest.mark.parametrize(("seed", "lam", "alpha"), [(4, 1.0, 1.0), (5, 3.0, 1.0), (6, 0.5, 0.5),
+                                                    (7, 10.0, 1.0)])
+def test_irls_trace_never_increases(seed, lam, alpha):
+    """Lemma 3.3: eq. 20 then eq. 21 before every step never increases eq. 12 (here with the
+    Jacobi preconditioner and α up to 1, below its limit)."""
+    ops, f = small_graph(seed)
+    result = measure(ops, f, lam=lam, alpha=alpha, steps=80, attention=ATTENTION)
+    every = result["curves"]["irls-every"]
+    assert max_relative_increase(every["trace"]) <= 1e-12
+    assert all(after <= before * (1 + 1e-12)
+               for before, after in zip(every["trace"], every["trace"][1:], strict=False))
+    assert every["final"] < every["initial"]
+
+
 def test_checks_detect_increases_and_step_size_limits():
     assert max_relative_increase([3.0, 2.0, 2.5, 1.0]) == pytest.approx(0.25)
     assert max_relative_increase([3.0, 3.0, 1.0]) == 0.0
+    assert max_relative_increase([3.0, float("nan")]) == float("inf")
     ops, f = small_graph(seed=5)
     limit = jacobi_alpha_limit(ops, 1.0)
     assert 1.0 < limit <= 2.0
@@ -87,21 +138,50 @@ def test_checks_detect_increases_and_step_size_limits():
     assert lem["bound_gamma_max"] < lem["bound_unweighted"] < 1.0  # Γ = I/τ, τ < 1: tighter
     assert not lem["alpha_within_bound_unweighted"]
     assert 1.0 < lem["jacobi_alpha_limit_gamma_max"] <= 2.0
+    with pytest.raises(ValueError, match="steps must be an integer >= 1"):
+        measure(ops, f, lam=1.0, alpha=1.0, steps=0, attention=ATTENTION)
 
 
-def test_bad_params_give_one_clear_message(monkeypatch):
-    with pytest.raises(ValueError, match="unknown key 'stpes'.*Did you mean 'steps'"):
-        EnergyConfig.from_params({**section(), "stpes": 3})
-    with pytest.raises(ValueError, match="TWIRLS-base"):
-        EnergyConfig.from_params(section(model_cfg={"steps": 2, "lam": 1.0, "alpha": 1.0,
-                                                    "attention": ATTENTION}))
-    with pytest.raises(ValueError, match="unknown key 'epoch'"):
-        EnergyConfig.from_params(section(train_cfg={"epoch": 3}))
-    params = {"device": "cpu", "threads": 1, "attention": ATTENTION,
-              "energy": {**section(), "steps": 0}}
-    monkeypatch.setattr(stage, "load_params", lambda name: params)
-    with pytest.raises(SystemExit, match="stage energy: energy config: steps must be"):
-        stage.main([])
+# ------------------------------------------------------------------ params
+@pytest.mark.parametrize(("path", "value", "message"), [
+    ("energy.stpes", 3, "energy.stpes = 'stpes': unknown key (did you mean 'steps'?)"),
+    ("energy.steps", 0, "energy.steps = 0: expected an integer >= 1"),
+    ("energy.alpha", 0, "energy.alpha = 0: expected a number > 0"),
+    ("energy.monotone_rtol", "1e-10", "(PyYAML reads 1e-3 as a string: write 1.0e-3)"),
+    ("energy.group", "tabel2", "energy.group = 'tabel2': unknown train group (did you mean "
+                               "'table2'?)"),
+    ("energy.entry", "cora-twirls-base-k3", "energy.entry = 'cora-twirls-base-k3': no entry "
+     "'cora-twirls-base-k3' in params/table2.yaml (did you mean 'cora-twirls-base-k2'?)"),
+    ("energy.entry", "cora-gcn", "table2.cora-gcn must be TWIRLS-base"),
+    ("energy.dataset", "citeseer", "energy.dataset = 'citeseer': must be the dataset of "
+                                   "table2.cora-twirls-base-k2 ('cora')"),
+    ("table2.cora-twirls-base-k2.model_cfg.variant", "reference", "must use the paper's eq. 6"),
+    ("table2.cora-twirls-base-k2.model_cfg.attention", ATTENTION, "must be TWIRLS-base"),
+])
+def test_bad_energy_params_are_one_line_naming_key_value_and_what_is_allowed(path, value,
+                                                                             message):
+    with pytest.raises(ConfigError) as err:
+        check_params(with_value(path, value))
+    text = str(err.value)
+    assert message in text and "\n" not in text
+    assert text.startswith(("params/energy.yaml: ", "params/table2.yaml: ")), text
+
+
+def test_missing_key_and_the_committed_section_copies_no_hyperparameters():
+    params = read_all(REPO)
+    del params["energy"]["group"]
+    with pytest.raises(ConfigError, match="missing key 'group'"):
+        check_params(params)
+    section = read_all(REPO)["energy"]
+    assert not {"model_cfg", "train_cfg", "seed", "split"} & set(section)
+
+
+def test_bad_params_fail_the_stage_with_one_line(monkeypatch, capsys):
+    monkeypatch.setattr(skeleton, "load_params", lambda name: stage_params(steps=0))
+    assert stage.main([]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: energy: params/energy.yaml: energy.steps = 0: expected an integer "
+                   ">= 1"]
 
 
 # ------------------------------------------------------------------ real Cora
@@ -124,15 +204,33 @@ def outputs(out: Path) -> dict[str, Path]:
             "figure": out / "reports" / "figures" / "energy-per-step-cora.png"}
 
 
-def test_cora_traces_and_outputs(cora_raw, tmp_path):
-    cfg = EnergyConfig.from_params(section())
-    returned = run(cfg, ATTENTION, cora_raw, tmp_path, CPU)
+def test_the_model_is_the_first_run_of_the_train_stage(cora_raw):
+    """``f(X; W)`` comes from the model that ``train@`` trains in its first run (seed 0, sparse
+    CSR features): same best epoch and scores, bit for bit."""
+    exp, data = train_entry(TINY), load_dataset("cora", cora_raw)
+    trained = run_experiment(exp, data, 2, CPU, progress=False).runs[0]
+    f, run = propagation_input(exp, data, CPU)
+    assert (run["seed"], run["split"], run["features"]) == (0, "public", "sparse CSR")
+    assert (run["best_epoch"], run["val_at_best"], run["test_at_best"]) == (
+        trained.best_epoch, trained.val, trained.test)
+    assert run["epochs"] == len(trained.history) == 3
+    assert f.dtype == torch.float64 and tuple(f.shape) == (2708, 7)
+    with pytest.raises(ValueError, match="TWIRLS"):
+        propagation_input({**exp, "model": "gcn"}, data, CPU)
+
+
+def test_cora_traces_and_outputs(cora_raw, tmp_path, monkeypatch):
+    monkeypatch.setattr(skeleton, "load_params", lambda name: stage_params())
+    assert stage.main(["--raw", str(cora_raw), "--out", str(tmp_path)]) == 0
     paths = outputs(tmp_path)
     result = json.loads(paths["results"].read_text())
     metrics = json.loads(paths["metrics"].read_text())
-    assert result["status"] == "ok" and returned["status"] == "ok"
+    assert result["status"] == "ok"
     assert (result["num_nodes"], result["num_undirected_edges"]) == (2708, 5278)
-    assert result["model"]["f_shape"] == [2708, 7]  # K = 2: hidden 128 -> 7 classes
+    model = result["model"]
+    assert model["experiment"] == "table2.cora-tiny" and model["model_cfg"] == TINY["model_cfg"]
+    assert model["f_shape"] == [2708, 7]  # K = 2: hidden 128 -> 7 classes
+    assert result["propagation"]["lam"] == TINY["model_cfg"]["lam"]  # the model's λ
     base, every = result["curves"]["twirls-base"], result["curves"]["irls-every"]
     assert len(base["trace"]) == 65
     assert base["monotone"] and every["monotone"]
@@ -140,7 +238,7 @@ def test_cora_traces_and_outputs(cora_raw, tmp_path):
     assert base["final"] == pytest.approx(result["closed_form"]["energy"], rel=1e-4)
     assert not result["lemma33"]["alpha_within_bound_unweighted"]  # α = 1 >> 1/(1 + λ·169)
     assert result["lemma33"]["bound_unweighted"] == pytest.approx(1 / (1 + 169), rel=0.05)
-    assert metrics["status"] == "ok"
+    assert metrics["status"] == "ok" and metrics["device"] == "cpu"
     assert metrics["base_monotone"] == 1 and metrics["every_monotone"] == 1
     assert metrics["middle_monotone"] in (0, 1)
     assert metrics["base_final_energy"] == base["final"]
@@ -149,16 +247,17 @@ def test_cora_traces_and_outputs(cora_raw, tmp_path):
 
 
 @pytest.mark.parametrize("fetch_status", [None, {"status": "missing", "reason": "no mirror"}])
-def test_unavailable_data_writes_no_data_outputs(tmp_path, fetch_status):
+def test_unavailable_data_writes_no_data_outputs(tmp_path, monkeypatch, fetch_status):
     raw = tmp_path / "raw"
     (raw / "cora").mkdir(parents=True)
     if fetch_status is not None:
         (raw / "cora" / "FETCH.json").write_text(json.dumps(fetch_status))
-    result = run(EnergyConfig.from_params(section()), ATTENTION, raw, tmp_path / "out", CPU)
+    monkeypatch.setattr(skeleton, "load_params", lambda name: stage_params())
+    assert stage.main(["--raw", str(raw), "--out", str(tmp_path / "out")]) == 0
     paths = outputs(tmp_path / "out")
     written = json.loads(paths["results"].read_text())
     metrics = json.loads(paths["metrics"].read_text())
-    assert result["status"] == written["status"] == metrics["status"] == "no-data"
+    assert written["status"] == metrics["status"] == "no-data"
     expected = "no mirror" if fetch_status else "FETCH.json not found"
     assert expected in written["reason"] and expected in metrics["reason"]
     assert paths["figure"].read_bytes()[:4] == b"\x89PNG"

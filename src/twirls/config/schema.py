@@ -26,6 +26,7 @@ GRAPHS = ("fast", "clean", "prognn")
 DEVICES = ("auto", "cpu", "cuda")
 ATTACK_IMPLEMENTATIONS = ("fast", "deeprobust", "prognn")
 ATTACKED_DATASETS = ("nettack-cora", "nettack-citeseer")
+ENERGY_KEYS = ("group", "entry", "dataset", "steps", "alpha", "monotone_rtol")
 
 
 class ConfigError(ValueError):
@@ -307,17 +308,52 @@ def check_timing(path: str, cfg: Any) -> None:
 
 
 def check_energy(path: str, cfg: Any) -> None:
+    """The ``energy`` section: which train entry's model it measures (``group``, ``entry``), the
+    dataset that names its outputs in ``dvc.yaml``, and the traces' ``steps``, ``alpha`` and
+    ``monotone_rtol``. That the entry exists and fits is :func:`check_energy_entry`."""
     cfg = mapping(path, cfg)
-    if "dataset" in cfg:
-        choose(f"{path}.dataset", cfg["dataset"], _datasets(), "dataset")
-    for key, kwargs in (("seed", {"integer": True, "lo": 0}), ("steps", {"integer": True, "lo": 1}),
-                        ("alpha", {"lo": 0, "lo_open": True}), ("monotone_rtol", {"lo": 0})):
-        if key in cfg:
-            number(f"{path}.{key}", cfg[key], **kwargs)
-    if "train_cfg" in cfg:
-        check_train_cfg(f"{path}.train_cfg", cfg["train_cfg"])
-    if "model_cfg" in cfg:
-        check_model(path, "twirls", cfg["model_cfg"])
+    keys(path, cfg, ENERGY_KEYS)
+    for key in ENERGY_KEYS[:-1]:  # monotone_rtol has a default
+        if key not in cfg:
+            fail(path, dict(cfg), f"missing key {key!r}")
+    choose(f"{path}.group", cfg["group"], TRAIN_GROUPS, "train group")
+    if not isinstance(cfg["entry"], str) or not cfg["entry"]:
+        fail(f"{path}.entry", cfg["entry"], f"expected the name of an entry of {cfg['group']}")
+    choose(f"{path}.dataset", cfg["dataset"], _datasets(), "dataset")
+    number(f"{path}.steps", cfg["steps"], integer=True, lo=1)
+    number(f"{path}.alpha", cfg["alpha"], lo=0, lo_open=True)
+    if "monotone_rtol" in cfg:
+        number(f"{path}.monotone_rtol", cfg["monotone_rtol"], lo=0)
+
+
+def check_energy_entry(params: Mapping[str, Any]) -> None:
+    """``energy.group`` / ``energy.entry`` name an entry present in ``params`` whose model is
+    TWIRLS-base on the paper's eq. 6 (the traces measure eq. 1 / eq. 12 on its ``f(X; W)``), on
+    ``energy.dataset``. Run on whole params (``check-params``) and on the ``energy`` stage's
+    declared ones, which hold exactly that entry."""
+    from twirls.params import params_file
+
+    cfg = params["energy"]
+    group, name = cfg["group"], cfg["entry"]
+    entries = params.get(group) or {}
+    if name not in entries:
+        close = difflib.get_close_matches(name, list(entries), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        fail("energy.entry", name, f"no entry {name!r} in {params_file(group)}{hint}")
+    entry = entries[name]
+    model_cfg = entry.get("model_cfg") or {}
+    where = f"{group}.{name}"
+    if entry.get("model") != "twirls" or model_cfg.get("attention") is not None:
+        fail("energy.entry", name, f"{where} must be TWIRLS-base (model: twirls, no attention): "
+             "the traces start from its f(X; W)")
+    if (model_cfg.get("variant", "paper") != "paper" or model_cfg.get("normalized", False)
+            or model_cfg.get("prox_relu", False) or model_cfg.get("embedding", 0)):
+        fail("energy.entry", name, f"{where} must use the paper's eq. 6 on node features "
+             "(variant: paper, normalized/prox_relu/embedding unset): the traces measure "
+             "eq. 1 / eq. 12 on Y")
+    if entry.get("dataset") != cfg["dataset"]:
+        fail("energy.dataset", cfg["dataset"], f"must be the dataset of {where} "
+             f"({entry.get('dataset')!r}); dvc.yaml names the outputs and the data after it")
 
 
 def _each(check: Callable[[str, Any], None]) -> Callable[[str, Any], None]:
@@ -409,3 +445,5 @@ def check_params(params: Mapping[str, Any]) -> None:
     for key, value in mapping("(top level)", params).items():
         choose(key, key, tuple(SECTIONS), "top-level key")
         SECTIONS[key](key, value)
+    if "energy" in params:
+        check_energy_entry(params)

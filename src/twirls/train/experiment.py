@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 import torch
+from torch import nn
 
 from twirls.data.graph import GraphData
 from twirls.models import MODELS, GraphOps, build_model, requires_dgl
@@ -56,11 +57,21 @@ def model_needs_dgl(exp: dict[str, Any], where: str) -> bool:
         raise ValueError(f"{where}: {exc.args[0]}") from None
 
 
-def experiment_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
-                    progress: bool = True) -> list[Callable[[], RunResult]]:
-    """One seeded run (:func:`twirls.train.loop.seed_run`) per seed and selected split of
-    ``data``, not yet started: split ``i`` uses the seeds ``1000 i + s``. ``progress``: each run's
-    tqdm bar over its epochs."""
+@dataclass(frozen=True)
+class RunInputs:
+    """What every run of one experiment entry shares (:func:`run_inputs`)."""
+
+    ops: GraphOps
+    x: torch.Tensor | None  # prepared features; sparse CSR for bag-of-words (SPARSE_BELOW)
+    build: Callable[[], nn.Module]  # a fresh, unseeded model of the entry
+    cfg: TrainConfig
+    splits: list[str]  # the selected splits, in order: split ``i`` uses the seeds ``1000 i + s``
+
+
+def run_inputs(exp: dict[str, Any], data: GraphData, device: torch.device,
+               progress: bool = True) -> RunInputs:
+    """The graph, features, model builder, training config and splits of ``exp`` on ``data``:
+    everything :func:`experiment_runs` gives each run. ``progress``: each run's tqdm bar."""
     splits = list(data.splits) if exp.get("split", "all") == "all" else [exp["split"]]
     missing = [s for s in splits if s not in data.splits]
     if missing:
@@ -80,8 +91,18 @@ def experiment_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: to
     build = partial(build_model, exp["model"], exp.get("model_cfg"), in_dim, data.num_classes,
                     num_nodes=data.num_nodes, **meta)
     cfg = replace(TrainConfig.from_config(exp.get("train_cfg")), progress=progress)
-    return [partial(seed_run, build, ops, x, data.labels, data.splits[split], cfg, 1000 * i + s)
-            for i, split in enumerate(splits) for s in range(seeds)]
+    return RunInputs(ops, x, build, cfg, splits)
+
+
+def experiment_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
+                    progress: bool = True) -> list[Callable[[], RunResult]]:
+    """One seeded run (:func:`twirls.train.loop.seed_run`) per seed and selected split of
+    ``data`` (:func:`run_inputs`), not yet started: split ``i`` uses the seeds ``1000 i + s``.
+    ``progress``: each run's tqdm bar over its epochs."""
+    inp = run_inputs(exp, data, device, progress)
+    return [partial(seed_run, inp.build, inp.ops, inp.x, data.labels, data.splits[split],
+                    inp.cfg, 1000 * i + s)
+            for i, split in enumerate(inp.splits) for s in range(seeds)]
 
 
 def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,

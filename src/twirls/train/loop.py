@@ -241,9 +241,17 @@ def seed_run(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor | No
     """One seeded run: :func:`set_seed`, ``build_model()``, :func:`train_run`. Everything random
     in it follows from ``seed``, so it gives the same result in any process (see
     :mod:`twirls.train.parallel`)."""
+    return seed_model_run(build_model, ops, x, labels, split, cfg, seed)[1]
+
+
+def seed_model_run(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor | None,
+                   labels: Tensor, split: Split, cfg: TrainConfig, seed: int
+                   ) -> tuple[nn.Module, RunResult]:
+    """:func:`seed_run` that also returns the trained model (its weights after the last epoch,
+    as the run leaves them; the scores of ``RunResult`` are those of the best epoch)."""
     set_seed(seed)
     model = build_model()
-    return train_run(model, ops, x, labels, split, cfg, seed=seed, desc=f"seed {seed}")
+    return model, train_run(model, ops, x, labels, split, cfg, seed=seed, desc=f"seed {seed}")
 
 
 def run_seeds(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor | None,
