@@ -19,7 +19,10 @@ import pytest
 import torch
 
 from twirls.config.schema import TRAIN_GROUPS, check_params
-from twirls.data.registry import load_dataset
+from twirls.cws.protocols import PAPER, choose_protocol, load_cws
+from twirls.data import pku as pku_data
+from twirls.data.fetch import entries_for, fetch_file
+from twirls.data.registry import STATUS_FILE, load_dataset
 from twirls.params import read_all
 from twirls.rehearsal import generate as gen
 from twirls.rehearsal.estimate import stage_record
@@ -130,6 +133,30 @@ def test_pku_sentences(raw):
     assert b"\r\n" in (root / "pku" / "pku_training.utf8").read_bytes()[:20000]
 
 
+def test_pku_embedding_gives_the_paper_protocol(raw, tmp_path):
+    root, sizes = raw
+    folder = root / "pku"
+    path = pku_data.embedding_file(folder)  # unpacked from the zip by the fetch code
+    assert path is not None and path.parent == folder / pku_data.EMBEDDING_DIR
+    chars, vectors = pku_data.read_char_embedding(path)
+    assert vectors.shape == (PKU["characters"], pku_data.EMBEDDING_DIM) == (
+        sizes["pku"]["embedding_characters"], sizes["pku"]["embedding_dim"])
+    assert all(len(c) == 1 for c in chars) and len(set(chars)) == len(chars)
+    text = (folder / pku_data.TRAIN_FILE).read_text(encoding="utf-8")
+    assert set(text) - {" ", "\r", "\n"} <= set(chars)  # every generated character has a vector
+    protocol = choose_protocol(folder)
+    assert protocol.name == PAPER and protocol.embedding == path
+    data = load_cws(folder, protocol, 0.8)
+    assert data.embedding.shape == (data.vocab_size, 100)
+    assert data.facts["embedding_hits"] == data.vocab_size - 1  # all but the unknown row
+    status = json.loads((folder / STATUS_FILE).read_text())
+    assert status["status"] == "ok" and "synthetic" in status["note"]
+    assert gen.EMBEDDING_ZIP in status["files"]
+    entry = next(e for e in entries_for("pku") if e.file == gen.EMBEDDING_ZIP)
+    assert not entry.checksum  # so a fetch keeps the generated archive as it is
+    assert fetch_file(entry, folder, None, tmp_path / "pins.tsv") == "present (unpinned)"
+
+
 def test_generation_is_deterministic(tmp_path):
     def digest(root: Path) -> dict[str, str]:
         return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -170,8 +197,33 @@ def test_budget_params_change_only_the_budget():
     assert sweep.params(real, 1)["figure3"]["data_grid"] == {"split": [0.05]}
     assert plans["table11"].params(real, 1)["table11"]["warmup"] == 0
     assert plans["table5[pku]"].params(real, 1)["table5"]["datasets"] == ["pku"]
-    for stage in ("table2@ogbn-arxiv-gcn", "figure3", "table11", "table5[pku]"):
+    for stage in ("table2@ogbn-arxiv-gcn", "figure3", "table11", "table5[pku]", "table12"):
         check_params(plans[stage].params(real, 1))  # the schema accepts the budget params
+
+
+def test_table12_plan_budget():
+    real = read_all(REPO)
+    plan = {p.stage: p for p in all_plans(real)}["table12"]
+    assert (plan.kind, plan.group, plan.dataset) == ("cws", "table12", "pku")
+    assert plan.argv("RAW", "OUT") == ["twirls.stages.table12", "--raw", "RAW", "--out", "OUT"]
+    p = plan.params(real, 2)
+    assert p["table12"]["epochs"] == {"paper": 2, "stand-in": 2}  # every model's epochs
+    assert p["table12"]["seeds"] == 1
+    back = copy.deepcopy(p)
+    back["table12"]["epochs"] = real["table12"]["epochs"]
+    back["table12"]["seeds"] = real["table12"]["seeds"]
+    assert back == real
+    models, seeds = len(real["table12"]["models"]), real["table12"]["seeds"]
+    assert plan.runs_per_epoch == models
+    assert plan.full["epochs"] == real["table12"]["epochs"]["paper"]
+    assert plan.full["seeds"] == seeds and plan.full["runs"] == seeds * models
+    rec = stage_record(plan, {1: 40.0, 2: 60.0},
+                       {b: {"models": {m: {"seconds_mean": 3.0 * b} for m in range(models)}}
+                        for b in (1, 2)})
+    assert rec["seconds_per_epoch"] == pytest.approx(3.0)  # one model's epoch
+    assert rec["overhead_seconds"] == pytest.approx(60.0 - 3.0 * 2 * models)
+    assert rec["full_run"]["estimated_seconds"] == pytest.approx(
+        60.0 - 6.0 * models + 3.0 * plan.full["epochs"] * seeds * models, abs=0.1)
 
 
 def test_extrapolation():
@@ -251,5 +303,21 @@ def test_runner_tiny_scale_real_stages(tmp_path):
     pku = stages["table5[pku]"]
     assert pku["loaded"]["nodes"] == report["generation"]["datasets"]["pku"]["nodes"]
     assert report["machine"]["cpu_count"] >= 1 and report["machine"]["torch"]
-    assert any(r["dataset"] == "pku" for r in report["not_run"])
+    assert report["not_run"] == []  # table12 trains on PKU
     assert _snapshot() == before  # nothing written to reports/tables or results.csv
+
+
+def test_runner_tiny_scale_table12_paper_protocol(tmp_path):
+    before = _snapshot()
+    out = tmp_path / "rehearsal.json"
+    code = rehearsal_main(["--scale", str(SCALE), "--only", "table12", "--out", str(out),
+                           "--repo", str(REPO), "--budgets", "1"])
+    report = json.loads(out.read_text())
+    assert code == 0 and report["all_stages_ok"] and report["check_max_peak_rss_gb_lt_16"]
+    (cws,) = report["stages"]
+    assert cws["stage"] == "table12" and cws["status"] == "ok" and cws["epochs_measured"] == [1]
+    assert cws["runs_per_epoch"] == len(read_all(REPO)["table12"]["models"])
+    assert cws["seconds_per_epoch"] > 0 and "metrics/table12.json" in cws["per_epoch_method"]
+    assert cws["full_run"]["protocol"] == "paper"
+    assert cws["full_run"]["estimated_seconds"] >= cws["overhead_seconds"]
+    assert _snapshot() == before

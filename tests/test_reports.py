@@ -235,10 +235,10 @@ def test_a_protocol_rerun_is_judged_against_the_table_it_reruns_but_not_scored()
     paper = read_paper()
     label = "TWIRLS-base[S=8,alpha=0.1]"
     ref = paper[(paper.table == "citeseer-alpha-steps") & (paper.model == label)].iloc[0]
-    cell = Cell("citeseer-alpha-steps-reference-k1", "citeseer", label, "accuracy",
+    cell = Cell("citeseer-alpha-steps-paper-k2", "citeseer", label, "accuracy",
                 ref["mean"] + 0.5, 1.0, 10)
     df = build_results([cell], paper)
-    row = df[df.table == "citeseer-alpha-steps-reference-k1"]
+    row = df[df.table == "citeseer-alpha-steps-paper-k2"]
     assert len(row) == 1 and row.iloc[0]["paper_mean"] == ref["mean"]
     assert row.iloc[0]["status"] == "reproduced"
     assert len(df) == len(paper) + 1  # no paper-only copies of the rerun table

@@ -1,15 +1,16 @@
 """From a stage's runs at two epoch budgets to seconds per epoch and the cost of its real run.
 
 A stage run with budget ``E`` takes ``wall(E) = overhead + E x runs x t_epoch`` (``runs``: seeds
-x grid points, 1 in the rehearsal except for sweeps), so two budgets give ``t_epoch`` and the
-fixed overhead (start-up, params, loading and building the full-size graph, writing outputs).
-Where the stage times its own epochs (``<group>@<name>`` of a train-kind group such as
-``table2``: the training loop's seconds per run in its metrics; ``table11``: every model's
-epoch), those in-process times replace the wall-clock
-difference, which on a shared machine picks up noise from the loading. The real run then costs
-``overhead + t_epoch x epochs x runs`` with the real ``params.yaml``'s epochs, seeds and grid:
-an upper bound where ``patience`` may stop runs early. The same is done with the CPU seconds of
-the stage's process, which other jobs on a shared machine do not inflate.
+x grid points, 1 in the rehearsal except for sweeps, and one per model for ``table12``), so two
+budgets give ``t_epoch`` and the fixed overhead (start-up, params, loading and building the
+full-size graph, writing outputs). Where the stage times its own epochs (``<group>@<name>`` of a
+train-kind group such as ``table2``: the training loop's seconds per run in its metrics;
+``table11``: every model's epoch; ``table12``: every model's seconds per run), those in-process
+times replace the wall-clock difference, which on a shared machine picks up noise from the
+loading. The real run then costs ``overhead + t_epoch x epochs x runs`` with the real
+``params.yaml``'s epochs, seeds and grid: an upper bound where ``patience`` may stop runs early.
+The same is done with the CPU seconds of the stage's process, which other jobs on a shared
+machine do not inflate.
 """
 
 from __future__ import annotations
@@ -22,10 +23,40 @@ from twirls.rehearsal.plan import StagePlan
 GB = 1e9
 
 
+def cws_seconds(metrics: dict[str, Any]) -> float | None:
+    """Stage ``table12``'s training seconds of one seed of every model (the sum of the models'
+    ``seconds_mean`` in ``metrics/table12.json``), or None if it reports none."""
+    seconds = [m.get("seconds_mean") for m in (metrics.get("models") or {}).values()]
+    if not seconds or not all(isinstance(s, (int, float)) for s in seconds):
+        return None
+    return float(sum(seconds))
+
+
+def per_run_epoch_from_cws(plan: StagePlan, metrics: dict[int, dict[str, Any]]
+                           ) -> tuple[float | None, str]:
+    """Seconds of one model's epoch (``cws``: one budget epoch = an epoch of each of the
+    ``runs_per_epoch`` models), from the models' own training seconds."""
+    budgets = sorted(metrics)
+    lo, hi = budgets[0], budgets[-1]
+    seconds = {b: cws_seconds(metrics[b]) for b in (lo, hi)}
+    if any(s is None for s in seconds.values()):
+        return None, ""
+    runs = max(plan.runs_per_epoch, 1)
+    source = (f"training seconds per run of the {runs} models (metrics/{plan.group}.json), "
+              "summed and divided by the models")
+    if hi > lo and seconds[hi] > seconds[lo]:
+        return ((seconds[hi] - seconds[lo]) / ((hi - lo) * runs),
+                f"{source}, difference between the {lo}- and {hi}-epoch runs")
+    return seconds[hi] / (hi * runs), (f"{source}: the {hi}-epoch run alone, first epoch and "
+                                       "evaluation included (a slight upper bound)")
+
+
 def per_epoch_from_metrics(plan: StagePlan, metrics: dict[int, dict[str, Any]]
                            ) -> tuple[float | None, str]:
-    """Seconds per budget epoch from the stage's own timers, and how it was obtained."""
+    """Seconds per budget epoch and run from the stage's own timers, and how it was obtained."""
     budgets = sorted(metrics)
+    if plan.kind == "cws" and budgets:
+        return per_run_epoch_from_cws(plan, metrics)
     if plan.kind == "train" and budgets:
         lo, hi = budgets[0], budgets[-1]
         seconds = {b: metrics[b].get("seconds_mean") for b in (lo, hi)}

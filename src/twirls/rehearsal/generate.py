@@ -12,8 +12,13 @@ real loaders (``twirls.data.registry.load_dataset``) and stages read it unchange
   ``arxiv/RELEASE_v1.txt``) unpacked to ``ogbn-arxiv/ogbn_arxiv/`` by the fetch code's own
   :func:`twirls.data.fetch.extract`, as the manifest says;
 * ``amazon/amazon-all.zip`` (IGNN's folder) unpacked the same way to ``amazon/amazon-all/``;
-* ``pku/pku_training.utf8`` and ``pku/pku_test_gold.utf8`` (SIGHAN 2005 text, CRLF / LF);
-* ``<dataset>/FETCH.json`` with ``"status": "ok"`` and a note that the data is synthetic.
+* ``pku/pku_training.utf8`` and ``pku/pku_test_gold.utf8`` (SIGHAN 2005 text, CRLF / LF), and
+  ``pku/cn_char_fastnlp_100d.zip`` (fastNLP's ``cn-char-fastnlp-100d`` character vectors, one
+  word2vec-format ``.txt``) unpacked to ``pku/cn_char_fastnlp_100d/`` by the fetch code, so
+  stage ``table12`` runs the paper's protocol (:func:`twirls.cws.protocols.choose_protocol`);
+* ``<dataset>/FETCH.json`` with ``"status": "ok"``, the manifest's files of the dataset and a
+  note that the data is synthetic. The fetch never runs on this folder (the stages read only
+  ``FETCH.json``), so the manifest's checksums of the real files are never applied to ours.
 
 Sizes: :mod:`twirls.rehearsal.sizes` (the paper's Table 5), times ``scale`` (tests use ~0.01;
 feature and class counts never scale). Every dataset draws from its own seeded RandomState, so
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 import zipfile
@@ -36,6 +42,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from twirls.data import pku
 from twirls.data.fetch import entries_for, extract
 from twirls.data.registry import STATUS_FILE
 from twirls.rehearsal.graphs import (
@@ -48,14 +55,17 @@ from twirls.rehearsal.graphs import (
 from twirls.rehearsal.py2pickle import dumps_py2
 from twirls.rehearsal.sizes import AMAZON, ARXIV, PKU, PUBMED
 from twirls.rehearsal.textio import (
+    format_floats,
     format_ints,
     gzip_bytes,
+    row_seps,
     table_text,
     write_bytes,
 )
 
 MARKER = "REHEARSAL.json"
-FORMAT_VERSION = 1
+#: 2: PKU gained the cn-char-fastnlp-100d embedding (a reused --data folder of version 1 lacks it)
+FORMAT_VERSION = 2
 NOTE = ("synthetic rehearsal data (twirls.rehearsal.generate): real format and size, random "
         "content; never report results on it")
 
@@ -275,12 +285,43 @@ def corpus_text(rng: np.random.RandomState, sentences: int, words: int,
     return out.astype("<u4").tobytes().decode("utf-32-le").encode("utf-8"), len(chars)
 
 
+#: the embedding's archive (manifest row ``pku  cn_char_fastnlp_100d.zip ... zip:=<dir>``) and
+#: the one ``.txt`` inside it
+EMBEDDING_ZIP = f"{pku.EMBEDDING_DIR}.zip"
+EMBEDDING_TXT = f"{pku.EMBEDDING_DIR}.txt"
+
+
+def embedding_text(rng: np.random.RandomState, chars: np.ndarray, dim: int) -> bytes:
+    """word2vec text as :func:`twirls.data.pku.read_char_embedding` reads it: a ``<count>
+    <dim>`` header, then ``<char> <v1> ... <v_dim>`` per character (6 decimals, LF)."""
+    vectors = rng.normal(0.0, 0.3, size=(len(chars), dim))
+    rows = format_floats(vectors, row_seps(len(chars), dim, b" "), 6).decode("ascii")
+    lines = [f"{chr(int(c))} {row}" for c, row in zip(chars, rows.splitlines(), strict=True)]
+    return (f"{len(chars)} {dim}\n" + "\n".join(lines) + "\n").encode("utf-8")
+
+
+def write_pku_embedding(folder: Path, seed: int = 0) -> dict[str, Any]:
+    """``cn_char_fastnlp_100d.zip`` holding ``cn_char_fastnlp_100d.txt``: a 100-d vector for each
+    of the ``PKU["characters"]`` code points :func:`corpus_text` draws from (every character of
+    the generated text; the real file's vocabulary size is not recorded here), in random order.
+    Never scaled, like feature counts. The old unpacked folder is removed first, so the fetch
+    code's :func:`extract` unpacks the new archive."""
+    rng = _rng("pku-embedding", seed)
+    chars = 0x4E00 + rng.permutation(PKU["characters"])
+    text = embedding_text(rng, chars, pku.EMBEDDING_DIM)
+    shutil.rmtree(folder / pku.EMBEDDING_DIR, ignore_errors=True)
+    _zip(folder / EMBEDDING_ZIP, {EMBEDDING_TXT: text})
+    return {"embedding_characters": len(chars), "embedding_dim": pku.EMBEDDING_DIM,
+            "embedding_bytes": len(text)}
+
+
 def write_pku(folder: Path, scale: float = 1.0, seed: int = 0) -> dict[str, Any]:
-    """``pku_training.utf8`` (CRLF) and ``pku_test_gold.utf8`` (LF) of PKU's sizes."""
+    """``pku_training.utf8`` (CRLF) and ``pku_test_gold.utf8`` (LF) of PKU's sizes, and the
+    ``cn-char-fastnlp-100d`` embedding (:func:`write_pku_embedding`)."""
     rng = _rng("pku", seed)
     sizes: dict[str, Any] = {"nodes": 0, "edges": 0, "features": 0, "classes": 4}
-    for part, file, newline in (("train", "pku_training.utf8", "\r\n"),
-                                ("test", "pku_test_gold.utf8", "\n")):
+    for part, file, newline in (("train", pku.TRAIN_FILE, "\r\n"),
+                                ("test", pku.TEST_FILE, "\n")):
         sentences = scaled(PKU[f"{part}_sentences"], scale, 2)
         words = max(scaled(PKU[f"{part}_words"], scale), sentences)
         text, chars = corpus_text(rng, sentences, words, newline)
@@ -289,7 +330,8 @@ def write_pku(folder: Path, scale: float = 1.0, seed: int = 0) -> dict[str, Any]
         sizes[f"{part}_characters"], sizes[f"{part}_bytes"] = chars, len(text)
         sizes["nodes"] += chars  # one node per character, a chain per sentence
         sizes["edges"] += chars - sentences
-    _status(folder, "pku", [e.file for e in entries_for("pku")])
+    sizes.update(write_pku_embedding(folder, seed))
+    _status(folder, "pku", _unpack(folder, "pku"))
     return sizes
 
 

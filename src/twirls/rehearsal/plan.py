@@ -13,7 +13,11 @@ files; only ``params.yaml`` differs, and only in the keys that set the budget:
 * ``table11``: ``epochs`` -> the budget, ``warmup`` -> 0 (one budget epoch = one training round
   of all ten models);
 * ``table5[<dataset>]``: ``table5.datasets`` -> the one dataset, so each loader is measured
-  alone.
+  alone;
+* ``table12`` (Chinese word segmentation on PKU): ``seeds`` -> 1 and ``epochs`` of both
+  protocols -> the budget, for every model of the group; the generated PKU folder has the
+  training file and the embedding, so the paper's protocol runs. One budget epoch = one epoch
+  of each model, so the real run is extrapolated to models x seeds x the paper's epochs.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from twirls.config.schema import SWEEP_GROUPS, TRAIN_GROUPS
 GENERATED = ("pubmed", "ogbn-arxiv", "amazon", "pku")
 #: the params groups (= stages) of Table 11's timing and of Table 5's dataset statistics
 TIMING_GROUP, DATASETS_GROUP = "table11", "table5"
+#: the params group (= stage) of Table 12's word segmentation, and the protocol it runs here
+CWS_GROUP, CWS_PROTOCOL = "table12", "paper"
 
 
 @dataclass
@@ -38,12 +44,13 @@ class StagePlan:
     """One stage of the rehearsal.
 
     Attributes:
-        stage: the DVC stage (``table2@pubmed-gcn``, ``figure3``, ``table11``;
+        stage: the DVC stage (``table2@pubmed-gcn``, ``figure3``, ``table11``, ``table12``;
             ``table5[pku]`` for the dataset-statistics stage restricted to one dataset).
-        kind: ``train``, ``sweep``, ``timing`` or ``datasets``.
+        kind: ``train``, ``sweep``, ``timing``, ``cws`` (``table12``) or ``datasets``.
         name: the entry's key in its group (train), else the dataset (datasets) or the group.
         dataset: the dataset it reads.
-        runs_per_epoch: training runs per budget epoch in the rehearsal (seeds x grid points).
+        runs_per_epoch: training runs per budget epoch in the rehearsal (seeds x grid points;
+            ``cws``: one per model).
         full: the real run: ``epochs``, ``seeds``, ``grid_points``, ``runs`` (None: no epochs).
     """
 
@@ -57,7 +64,7 @@ class StagePlan:
     @property
     def group(self) -> str:
         """The ``params.yaml`` group the stage reads: its name up to ``@`` or ``[``
-        (``table2``, ``figure3``, ``table11``, ``table5``)."""
+        (``table2``, ``figure3``, ``table11``, ``table12``, ``table5``)."""
         return re.split(r"[@\[]", self.stage, maxsplit=1)[0]
 
     @property
@@ -72,6 +79,8 @@ class StagePlan:
             return ["twirls.stages.sweep", self.group, "--raw", raw]
         if self.kind == "timing":
             return ["twirls.stages.timing", "--raw", raw, "--out", out]
+        if self.kind == "cws":
+            return ["twirls.stages.table12", "--raw", raw, "--out", out]
         return ["twirls.stages.datasets", "--raw", raw,
                 "--cells", f"{out}/results/{DATASETS_GROUP}.json",
                 "--tables", f"{out}/reports/tables"]
@@ -94,6 +103,9 @@ class StagePlan:
         elif self.kind == "timing":
             p[self.group]["epochs"] = int(epochs)
             p[self.group]["warmup"] = 0
+        elif self.kind == "cws":
+            p[self.group]["seeds"] = 1
+            p[self.group]["epochs"] = {k: int(epochs) for k in p[self.group]["epochs"]}
         else:
             p[self.group]["datasets"] = [self.name]
         return p
@@ -152,6 +164,18 @@ def timing_plan(real: dict[str, Any]) -> StagePlan:
                 f"{cfg['epochs']} timed + {cfg.get('warmup', 2)} warm-up rounds"})
 
 
+def cws_plan(real: dict[str, Any]) -> StagePlan:
+    """Stage ``table12``: every model of the group, one budget epoch = one epoch of each."""
+    cfg = real[CWS_GROUP]
+    models, seeds = len(cfg["models"]), int(cfg["seeds"])
+    epochs = int(cfg["epochs"][CWS_PROTOCOL])
+    return StagePlan(CWS_GROUP, "cws", CWS_GROUP, "pku", models, {
+        "epochs": epochs, "seeds": seeds, "grid_points": models, "runs": seeds * models,
+        "models": models, "protocol": CWS_PROTOCOL,
+        "note": f"{models} models x {seeds} seeds x {epochs} epochs ({CWS_PROTOCOL} protocol); "
+                "seconds_per_epoch is one model's epoch (mean over the models)"})
+
+
 def datasets_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePlan]:
     """Stage ``table5`` once per generated dataset it lists: ``table5[<dataset>]``."""
     listed = real[DATASETS_GROUP]["datasets"]
@@ -165,6 +189,8 @@ def all_plans(real: dict[str, Any], datasets: tuple[str, ...] = GENERATED) -> li
              *sweep_plans(real, datasets)]
     if "ogbn-arxiv" in datasets:
         plans.append(timing_plan(real))
+    if "pku" in datasets and CWS_GROUP in real:
+        plans.append(cws_plan(real))
     return plans
 
 

@@ -43,10 +43,10 @@ from typing import Any
 from tqdm import tqdm
 
 from twirls.params import read_all, write_all
-from twirls.rehearsal.estimate import GB, stage_record
+from twirls.rehearsal.estimate import GB, cws_seconds, stage_record
 from twirls.rehearsal.generate import NOTE, generate
 from twirls.rehearsal.measure import Measurement, run_measured, stop_current
-from twirls.rehearsal.plan import GENERATED, StagePlan, all_plans, select
+from twirls.rehearsal.plan import CWS_PROTOCOL, GENERATED, StagePlan, all_plans, select
 
 RSS_LIMIT_GB = 16.0
 CUDA_REASON: dict[str, Any] = {}  # filled by machine_info()
@@ -141,7 +141,7 @@ def metrics_file(plan: StagePlan, work: Path, out: Path) -> Path:
         return out / "metrics" / plan.group / f"{plan.name}.json"
     if plan.kind == "sweep":  # the sweep stage writes under its cwd, the workspace
         return work / "metrics" / f"{plan.group}.json"
-    if plan.kind == "timing":
+    if plan.kind in ("timing", "cws"):
         return out / "metrics" / f"{plan.group}.json"
     return out / "reports" / "tables" / "datasets.csv"
 
@@ -156,6 +156,9 @@ def data_problem(plan: StagePlan, metrics: dict[str, Any] | None) -> str:
         graph = str(metrics.get("graph", ""))
         return "" if plan.dataset != "ogbn-arxiv" or graph == "ogbn-arxiv" else \
             f"timing ran on {graph!r}, not the generated ogbn-arxiv"
+    if plan.kind == "cws" and metrics.get("protocol") != CWS_PROTOCOL:
+        return (f"ran the {metrics.get('protocol')!r} protocol, not the {CWS_PROTOCOL!r} one "
+                "(training file or embedding not found in the generated PKU folder)")
     status = metrics.get("status")
     return "" if status == "ok" else f"status {status!r}: {metrics.get('reason', '')}"
 
@@ -218,9 +221,12 @@ def measure_stage(plan: StagePlan, real: dict[str, Any], work: Path, raw: Path,
 
 
 def stage_epoch_seconds(plan: StagePlan, metrics: dict[str, Any], epochs: int) -> float:
-    """Mean seconds per epoch by the stage's own timer (timing: its first round), else 0."""
+    """Mean seconds per epoch by the stage's own timer (timing: its first round; cws: one
+    epoch of every model), else 0."""
     if plan.kind == "train" and isinstance(metrics.get("seconds_mean"), (int, float)):
         return float(metrics["seconds_mean"]) / epochs
+    if plan.kind == "cws":
+        return (cws_seconds(metrics) or 0.0) / epochs
     if plan.kind == "timing":
         return sum(m["train_seconds_all"][0] for m in metrics.get("models") or []
                    if m.get("train_seconds_all"))
@@ -316,8 +322,8 @@ def not_run(plans: list[StagePlan]) -> list[dict[str, str]]:
     missing = []
     if "pku" not in trained:
         missing.append({"stage": "CWS on PKU (paper Table 12)", "dataset": "pku",
-                        "reason": "no stage in dvc.yaml trains on PKU yet; the PKU loader's "
-                                  "cost (time, peak RSS) is measured by table5[pku]"})
+                        "reason": "no table12 group in the params: nothing trains on PKU; the "
+                                  "PKU loader's cost (time, peak RSS) is measured by table5[pku]"})
     return missing
 
 

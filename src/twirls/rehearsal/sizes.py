@@ -16,7 +16,10 @@ that many distinct undirected edges, which is what ``GraphData.num_undirected_ed
 * PKU: SIGHAN 2005 (Emerson 2005, Table 1): 1,109,947 training words in about 19,056
   sentences; the test gold has 1,944 sentences and 104,372 words (counted from
   ``pku_test_gold.utf8``), and its word lengths (1: 45.5%, 2: 47.0%, 3: 4.9%, 4+: 2.6%) are
-  used for both files; about 4,700 distinct characters.
+  used for both files; about 4,700 distinct characters. fastNLP's ``cn-char-fastnlp-100d``
+  (Table 12's paper protocol): 100-d vectors; its real vocabulary size is not recorded in this
+  repository, so the synthetic file holds one vector per character the generated text can
+  contain (those 4,700).
 """
 
 from __future__ import annotations

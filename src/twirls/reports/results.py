@@ -35,9 +35,9 @@ STATUSES = ["reproduced", "differs", "stand-in", "no-data", "paper-only", "not-i
 #: or K): each cell is judged against the paper's number for the same cell of that table, and
 #: counted in its own table only (not in the scorecard).
 COMPARED_WITH = {
+    "citeseer-alpha-steps-paper-k2": "citeseer-alpha-steps",
     "citeseer-alpha-steps-paper-k1": "citeseer-alpha-steps",
     "citeseer-alpha-steps-reference-k2": "citeseer-alpha-steps",
-    "citeseer-alpha-steps-reference-k1": "citeseer-alpha-steps",
 }
 #: statuses a stage may set on a cell (others are computed from the paper).
 STAGE_STATUSES = {"", "no-data", "stand-in"}

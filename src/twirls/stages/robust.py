@@ -7,9 +7,8 @@ Table 4's cells are composed from its group (:func:`twirls.config.entries.table4
 (or ``twirls-base``) runs TWIRLS on every graph of ``table4.graphs``. ``table9 --dataset`` runs
 every graph x truncation T of Table 9 (:func:`twirls.config.entries.table9_entry`), with the
 attention pinned in its own group. ``variants-attacked`` entries name their dataset and graph and
-reuse ``table4.twirls.<dataset>`` (:func:`twirls.config.entries.attacked_twirls_entry`). TWIRLS
-with attention (``--model twirls``, ``variants-attacked``) reads the global ``attention`` params
-plus the entry's overrides (``T: tau`` means T equal to the tau in use).
+reuse ``table4.twirls.<dataset>`` (:func:`twirls.config.entries.attacked_twirls_entry`), with
+the attention their entry pins. ``--model twirls`` reads the global ``attention`` params.
 
 A stage with several entries runs all their seeds in one pool of ``jobs`` worker processes (one
 stage per dataset rather than per graph: fewer process starts and fuller rounds), each run the
@@ -128,7 +127,7 @@ def stage_entries(args: argparse.Namespace
         stage = f"{args.group}@{args.entry}"
         params = open_stage(stage)
         entry = attacked_twirls_entry(params[args.group][args.entry], params["table4"])
-        entries = {"": with_attention(entry, params["attention"])}
+        entries = {"": with_attention(entry, params.get("attention") or {})}
         name = args.entry
     group = stage.split("@")[0]
     return stage, StageOutputs(group, name), {k: {**e, "split": "attack"}
