@@ -43,6 +43,7 @@ TINY = {  # merged over params.yaml in the copies (e2e.copy_repo); the foreach d
         "train_cfg": {"epochs": 3, "lr": 0.1}}},
     "table3": {}, "table10": {}, "variants": {}, "variants-attacked": {},
     "table4": {"datasets": []}, "table9": {"datasets": []},
+    "energy": {"entry": "cora-tiny", "steps": 8},  # energy reads a table2 entry: the tiny one
 }
 
 
