@@ -243,3 +243,17 @@ def test_a_protocol_rerun_is_judged_against_the_table_it_reruns_but_not_scored()
     assert row.iloc[0]["status"] == "reproduced"
     assert len(df) == len(paper) + 1  # no paper-only copies of the rerun table
     assert totals(scorecard(df, list(TABLES)))["reproduced"] == 0
+
+
+def test_stage_graph_collapses_to_families_for_mermaid():
+    from twirls.reports.dag import collapse, mermaid
+
+    dot = "\n".join(['strict digraph {', '"fetch@cora";', '"fetch@texas";', '"table2@cora-gcn";',
+                     '"report";', '"fetch@cora" -> "table2@cora-gcn";',
+                     '"fetch@texas" -> "report";', '"table2@cora-gcn" -> "report";', '}'])
+    sizes, edges = collapse(dot)
+    assert sizes == {"fetch": 2, "table2": 1, "report": 1}
+    assert edges == {("fetch", "table2"), ("fetch", "report"), ("table2", "report")}
+    text = mermaid(sizes, edges)
+    assert text.startswith("flowchart LR\n") and '["fetch@ x 2"]' in text
+    assert text.count("-->") == 3
