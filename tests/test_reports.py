@@ -246,7 +246,7 @@ def test_a_protocol_rerun_is_judged_against_the_table_it_reruns_but_not_scored()
 
 
 def test_stage_graph_collapses_to_families_for_mermaid():
-    from twirls.reports.dag import collapse, mermaid
+    from twirls.dag import collapse, mermaid
 
     dot = "\n".join(['strict digraph {', '"fetch@cora";', '"fetch@texas";', '"table2@cora-gcn";',
                      '"report";', '"fetch@cora" -> "table2@cora-gcn";',

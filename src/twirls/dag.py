@@ -1,7 +1,8 @@
-"""The stage graph by stage family, as a Mermaid flowchart for the README.
+"""The stage graph by stage family, as a Mermaid flowchart for the README (a tool, used by no
+stage).
 
 ``dvc dag`` draws every one of the ~120 stages (4,645 characters wide); collapsing each
-``family@item`` to its family keeps the shape readable. ``python -m twirls.reports.dag`` reads
+``family@item`` to its family keeps the shape readable. ``python -m twirls.dag`` reads
 ``dvc dag --dot`` in the current repository and prints the Mermaid text.
 """
 
