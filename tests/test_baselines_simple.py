@@ -232,3 +232,30 @@ def test_h2gcn_equals_the_dense_formula():
     assert torch.allclose(grads[0], grads[1], rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="H2GCN config: rounds must be an integer >= 1"):
         build_model("h2gcn", {"rounds": 0}, 6, 3)
+
+
+def test_sgc_seeds_reach_the_same_optimum_so_a_zero_std_is_real():
+    """SGC is a weight-decayed softmax regression on fixed features S^K X: a strictly convex
+    problem, so seeds that start from independent weights end at the same weights and the same
+    predictions (why Table 2's SGC cells have std 0 over seeds), but only once trained enough."""
+    from twirls.data.graph import Split
+    from twirls.train.loop import TrainConfig, set_seed, train_run
+
+    ops = GraphOps.from_graph(connected_graph(3, n=60, extra=120))
+    x = features(60, 12, seed=1).float()
+    labels = torch.arange(60) % 3
+    split = Split(torch.arange(0, 30), torch.arange(30, 40), torch.arange(40, 60))
+
+    def fit(seed: int, epochs: int) -> tuple[torch.Tensor, torch.Tensor]:
+        set_seed(seed)
+        model = SGC(12, 3, steps=2)
+        start = model.lin.weight.detach().clone()
+        train_run(model, ops, x, labels, split, TrainConfig(epochs=epochs, lr=0.2,
+                                                            weight_decay=5e-3), seed=seed)
+        return start, model.lin.weight.detach().clone()
+
+    (a0, a), (b0, b) = fit(0, 400), fit(1, 400)
+    assert (a0 - b0).norm() > 0.5 * a0.norm()  # independent starts
+    assert (a - b).norm() < 1e-3 * a.norm()  # one optimum
+    _, early = fit(1, 3)
+    assert (early - a).norm() > 10 * (a - b).norm()  # not yet there after 3 epochs
