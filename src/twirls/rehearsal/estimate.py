@@ -23,6 +23,12 @@ from twirls.rehearsal.plan import StagePlan
 GB = 1e9
 
 
+def significant(seconds: float, digits: int = 4) -> float:
+    """``seconds`` to ``digits`` significant figures (an epoch of a tiny graph takes 1e-5 s: a
+    fixed number of decimals would round it to 0)."""
+    return float(f"{seconds:.{digits}g}")
+
+
 def cws_seconds(metrics: dict[str, Any]) -> float | None:
     """Stage ``table12``'s training seconds of one seed of every model (the sum of the models'
     ``seconds_mean`` in ``metrics/table12.json``), or None if it reports none."""
@@ -105,7 +111,7 @@ def cpu_estimate(plan: StagePlan, walls: dict[int, float], cpus: dict[int, float
                   f"({cpus[hi]:.1f} CPU s / {walls[hi]:.1f} s)")
     overhead = max(cpus[hi] - cpu_rate * hi * runs, 0.0)
     total = overhead + cpu_rate * plan.full["epochs"] * plan.full["runs"]
-    return {"cpu_seconds_per_epoch": round(cpu_rate, 4),
+    return {"cpu_seconds_per_epoch": significant(cpu_rate),
             "cpu_overhead_seconds": round(overhead, 2), "cpu_method": method,
             "estimated_cpu_seconds": round(total, 1),
             "estimated_cpu_hours": round(total / 3600, 2)}
@@ -140,8 +146,8 @@ def stage_record(plan: StagePlan, walls: dict[int, float], metrics: dict[int, di
     if full.get("patience"):
         full["note"] = (f"upper bound: patience {full['patience']} may stop runs before "
                         f"{full['epochs']} epochs")
-    record = {"seconds_per_epoch": round(rate, 4),
-              "seconds_per_epoch_wall": None if wall_rate is None else round(wall_rate, 4),
+    record = {"seconds_per_epoch": significant(rate),
+              "seconds_per_epoch_wall": None if wall_rate is None else significant(wall_rate),
               "overhead_seconds": round(overhead, 2), "per_epoch_method": method}
     if cpus and set(cpus) == set(walls):
         cpu = cpu_estimate(plan, walls, cpus, rate)
