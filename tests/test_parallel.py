@@ -94,3 +94,21 @@ def test_parallel_defense_seeds_equal_sequential():
     one = run_all(entry_runs(exp, data, torch.device("cpu")), jobs=1)
     two = run_all(entry_runs(exp, data, torch.device("cpu")), jobs=2)
     assert [(r.seed, r.val, r.test) for r in one] == [(r.seed, r.val, r.test) for r in two]
+
+
+def test_pool_shuts_down_under_an_inherited_sigterm_handler_that_does_not_exit():
+    """The rehearsal installs such a handler while it waits on a stage, and forked workers
+    inherit handlers: run_all must still return (and raise a run's error) with one installed.
+    In a subprocess with a timeout, so a regression fails instead of hanging the suite."""
+    import subprocess
+    import sys
+
+    code = ("import signal\nfrom twirls.train.parallel import run_all\n"
+            "signal.signal(signal.SIGTERM, lambda *_: None)\n"
+            "print(run_all([lambda: 1, lambda: 2, lambda: 3], jobs=2))\n"
+            "def boom():\n    raise ValueError('boom')\n"
+            "try:\n    run_all([lambda: 1, boom, lambda: 3], jobs=2)\nexcept ValueError:\n"
+            "    print('raised')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[1,", "2,", "3]", "raised"]

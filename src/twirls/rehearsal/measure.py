@@ -98,10 +98,11 @@ def measure_here(argv: list[str], log: Path, timeout: float | None = None) -> di
         killer = threading.Timer(timeout, proc.kill) if timeout else None
         if killer:
             killer.start()
-        signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
+        previous = signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
         try:
             _, status, usage = os.wait4(proc.pid, 0)
         finally:
+            signal.signal(signal.SIGTERM, previous)
             if killer:
                 killer.cancel()
             if poller:

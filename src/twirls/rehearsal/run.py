@@ -375,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     work = (args.work or Path(tempfile.mkdtemp(prefix="twirls-rehearsal-"))).resolve()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up on `kill` too
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up on `kill`
     try:
         make_workspace(repo, work)
         raw = (args.data or work / "raw").resolve()
@@ -425,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         report["rehearsal_wall_seconds"] = round(time.perf_counter() - started, 1)
         write_atomic_json(args.out, report)
     finally:
+        signal.signal(signal.SIGTERM, previous)  # the caller's handler (e.g. a test process's)
         stop_current()
         if not args.keep and args.work is None:
             shutil.rmtree(work, ignore_errors=True)

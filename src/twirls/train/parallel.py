@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -52,6 +53,9 @@ def resolve_jobs(jobs: int | str, device: torch.device) -> int:
 
 
 def _init_worker(threads: int) -> None:
+    # a SIGTERM handler inherited from the parent (one that does not exit, like the rehearsal's
+    # while it waits on a child) would keep a worker alive when the pool is torn down
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     torch.set_num_threads(threads)
 
 
@@ -77,7 +81,11 @@ def run_all(runs: Sequence[Callable[[], T]], jobs: int = 1, *, desc: str = "runs
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(workers, initializer=_init_worker,
                       initargs=(torch.get_num_threads(),)) as pool:
-            return list(tqdm(pool.imap(_call, range(len(runs)), chunksize=1), total=len(runs),
-                             desc=f"{desc} ({workers} workers)", disable=not progress))
+            results = list(tqdm(pool.imap(_call, range(len(runs)), chunksize=1),
+                                total=len(runs), desc=f"{desc} ({workers} workers)",
+                                disable=not progress))
+            pool.close()  # the workers exit on their own: no SIGTERM needed on success
+            pool.join()
+        return results
     finally:
         _RUNS = ()
