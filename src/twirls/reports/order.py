@@ -12,6 +12,8 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from twirls.reports.results import COMPARED_WITH
+
 
 def natural_key(label: object) -> str:
     """Sort key that orders numbers inside labels by value (``S=8`` before ``S=16``)."""
@@ -20,7 +22,7 @@ def natural_key(label: object) -> str:
 
 #: extra tables laid out like a paper table (same rows and columns on other graphs).
 LAID_OUT_LIKE = {"attack-clean": "attack", "attack-prognn": "attack",
-                 "truncation-T-prognn": "truncation-T"}
+                 "truncation-T-prognn": "truncation-T", **COMPARED_WITH}
 
 
 def paper_order(paper: pd.DataFrame, table: str, column: str) -> list[str]:

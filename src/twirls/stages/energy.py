@@ -20,9 +20,7 @@ dataset could not be fetched, all three say why and the stage exits 0.
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,7 +30,7 @@ from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.models.energy_measure import measure
 from twirls.models.graph_ops import GraphOps
 from twirls.reports.energy_outputs import summary_line, write_energy
-from twirls.stages.skeleton import entry, open_stage
+from twirls.stages.skeleton import entry, open_stage, raw_out_parser
 from twirls.train.device import stage_device
 from twirls.train.propagation_input import propagation_input
 
@@ -41,9 +39,7 @@ STAGE = "energy"
 
 @entry
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
-    parser.add_argument("--out", type=Path, default=Path("."))
+    parser = raw_out_parser(__doc__)
     args = parser.parse_args(argv)
     params = open_stage(STAGE)  # the schema checks the section and the entry it names
     cfg = params[STAGE]

@@ -10,6 +10,7 @@ the data, call the library, write through :class:`StageOutputs`. Library code ra
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,3 +85,12 @@ def entry(stage_main: Callable[[list[str] | None], int]) -> Callable[[list[str] 
 
     run.__doc__ = stage_main.__doc__
     return run
+
+
+def raw_out_parser(description: str | None) -> argparse.ArgumentParser:
+    """The arguments of a stage that reads ``--raw`` data (default ``data/raw``) and writes its
+    outputs under ``--out`` (default the repository root)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
+    parser.add_argument("--out", type=Path, default=Path("."))
+    return parser

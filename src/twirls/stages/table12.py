@@ -17,14 +17,12 @@ Writes ``results/table12.json`` (report cells: table ``cws``, dataset ``pku``, m
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 from twirls.cws.config import check_table12
 from twirls.cws.experiment import no_data_cells, run_table12
 from twirls.data.registry import DatasetUnavailable
-from twirls.stages.skeleton import StageOutputs, entry, open_stage
+from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
 from twirls.train.device import stage_device
 
 STAGE = "table12"
@@ -32,9 +30,7 @@ STAGE = "table12"
 
 @entry
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
-    parser.add_argument("--out", type=Path, default=Path("."))
+    parser = raw_out_parser(__doc__)
     args = parser.parse_args(argv)
     params = open_stage(STAGE)
     group = params[STAGE]

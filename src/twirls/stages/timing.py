@@ -23,7 +23,6 @@ were used. Writes ``results/table11.json`` (cells:
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -36,7 +35,7 @@ from tqdm import tqdm
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.models import GraphOps, build_model
 from twirls.reports.results import Cell, write_cells
-from twirls.stages.skeleton import entry, open_stage
+from twirls.stages.skeleton import entry, open_stage, raw_out_parser
 from twirls.train.device import stage_device
 from twirls.train.experiment import model_needs_dgl
 from twirls.train.outputs import write_json
@@ -66,9 +65,7 @@ def timing_graph(cfg: dict[str, Any], raw: Path):
 
 @entry
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
-    parser.add_argument("--out", type=Path, default=Path("."))
+    parser = raw_out_parser(__doc__)
     args = parser.parse_args(argv)
     params = open_stage("table11")
     cfg = params["table11"]

@@ -20,13 +20,11 @@ run's per-epoch history, for ``dvc plots``). If the dataset could never be fetch
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 from twirls.config.entries import train_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
-from twirls.stages.skeleton import StageOutputs, entry, open_stage
+from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
 from twirls.train.device import stage_device
 from twirls.train.experiment import cells_for, metric_name, model_needs_dgl, run_experiment
 from twirls.train.parallel import resolve_jobs
@@ -34,11 +32,9 @@ from twirls.train.parallel import resolve_jobs
 
 @entry
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = raw_out_parser(__doc__)
     parser.add_argument("group")
     parser.add_argument("name")
-    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
-    parser.add_argument("--out", type=Path, default=Path("."))
     args = parser.parse_args(argv)
     stage = f"{args.group}@{args.name}"
     params = open_stage(stage)
