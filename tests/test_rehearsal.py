@@ -174,9 +174,11 @@ def test_budget_params_change_only_the_budget():
               if e["dataset"] in ("pubmed", "ogbn-arxiv")}
     assert {"table2@ogbn-arxiv-gcn", "table2@pubmed-gcn", "table10@pubmed-twirls-base-k2"} <= wanted
     assert wanted <= set(plans)
-    assert {"figure3", "table11", "table5[pku]", "table5[ogbn-arxiv]"} <= set(plans)
+    curves = list(real["figure3"]["curves"])  # TWIRLS-base, IGNN, SGC, GCN, GAT
+    assert {"table11", "table5[pku]", "table5[ogbn-arxiv]"} | {
+        f"figure3[{c}]" for c in curves} <= set(plans)
     assert not [s for s in plans if s.startswith(("train@", "sweep@", "timing", "datasets"))]
-    assert plans["figure3"].argv("RAW", "OUT")[:2] == ["twirls.stages.sweep", "figure3"]
+    assert plans["figure3[IGNN]"].argv("RAW", "OUT")[:2] == ["twirls.stages.sweep", "figure3"]
     assert plans["table2@ogbn-arxiv-gcn"].argv("RAW", "OUT")[:3] == [
         "twirls.stages.train", "table2", "ogbn-arxiv-gcn"]
     plan = plans["table2@ogbn-arxiv-gcn"]
@@ -190,14 +192,16 @@ def test_budget_params_change_only_the_budget():
     assert plan.full == {"epochs": 500, "seeds": 10, "grid_points": 1, "runs": 10,
                          "patience": None}
     assert plans["table2@pubmed-gcnii"].full["seeds"] == 3  # the entry's own seeds
-    sweep = plans["figure3"]
-    curves = len(real["figure3"]["curves"])  # TWIRLS-base and IGNN
-    assert sweep.runs_per_epoch == curves and sweep.full["runs"] == 15 * curves
-    assert sweep.full["grid_points"] == len(real["figure3"]["data_grid"]["split"]) * curves
-    assert sweep.params(real, 1)["figure3"]["data_grid"] == {"split": [0.05]}
+    ignn = plans["figure3[IGNN]"]  # one curve alone, with its own epochs
+    assert ignn.runs_per_epoch == 1 and ignn.full["runs"] == 15
+    assert ignn.full["epochs"] == real["figure3"]["curves"]["IGNN"]["train_cfg"]["epochs"]
+    assert ignn.full["grid_points"] == len(real["figure3"]["data_grid"]["split"])
+    budget = ignn.params(real, 1)["figure3"]
+    assert budget["data_grid"] == {"split": [0.05]} and list(budget["curves"]) == ["IGNN"]
+    assert budget["curves"]["IGNN"]["train_cfg"]["epochs"] == 1
     assert plans["table11"].params(real, 1)["table11"]["warmup"] == 0
     assert plans["table5[pku]"].params(real, 1)["table5"]["datasets"] == ["pku"]
-    for stage in ("table2@ogbn-arxiv-gcn", "figure3", "table11", "table5[pku]", "table12"):
+    for stage in ("table2@ogbn-arxiv-gcn", "figure3[GAT]", "table11", "table5[pku]", "table12"):
         check_params(plans[stage].params(real, 1))  # the schema accepts the budget params
 
 

@@ -3,6 +3,7 @@ options (Chains' length), several metrics per point, and one clear message for a
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 from twirls.data.registry import STATUS_FILE
@@ -46,6 +47,25 @@ def test_split_grid_trains_on_each_label_ratio_and_draws_both_f1_panels(tmp_path
                                          "TWIRLS-base {'split': 0.09}"]
     assert all(0.0 <= v <= 100.0 for v in metrics["points"].values())
     assert (tmp_path / "reports" / "figures" / "s.png").stat().st_size > 1000
+
+
+def test_amazon_baselines_train_on_a_learned_input_per_node(tmp_path, monkeypatch):
+    """Figure 3's SGC, GCN, GAT (``embedding``) and IGNN (its own ``U = I``) on IGNN's files."""
+    write_amazon(fetched(tmp_path, "amazon"))
+    curves = {
+        "SGC": {"model": "sgc", "model_cfg": {"steps": 2, "embedding": 8}},
+        "GCN": {"model": "gcn", "model_cfg": {"hidden": 8, "embedding": 8}},
+        "IGNN": {"model": "ignn", "model_cfg": {"hidden": 8, "normalize": False}},
+    }
+    if importlib.util.find_spec("dgl") is not None:
+        curves["GAT"] = {"model": "gat", "model_cfg": {"hidden": 2, "heads": 2, "embedding": 8}}
+    for curve in curves.values():
+        curve["train_cfg"] = {"epochs": 3, "lr": 0.01}
+    metrics = run_sweep(tmp_path, monkeypatch, {**AMAZON, "data_grid": {"split": [0.05]},
+                                                "curves": curves})
+    assert metrics["status"] == "ok"
+    assert sorted(metrics["points"]) == sorted(f"{c} {{'split': 0.05}}" for c in curves)
+    assert all(0.0 <= v <= 100.0 for v in metrics["points"].values())
 
 
 def test_split_grid_on_missing_data_draws_a_no_data_figure(tmp_path, monkeypatch):

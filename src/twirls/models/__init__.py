@@ -6,6 +6,10 @@
 
 :func:`build_model` looks models up by their ``params.yaml`` name in :data:`MODELS`; a new model
 (JKNet, GCNII, ...) only needs an entry there.
+
+On a graph without node features (Amazon) ``model_cfg.embedding = d`` gives any model a learned
+``d``-dim input per node: TWIRLS learns it itself, every other model is wrapped in a
+:class:`~twirls.models.node_table.NodeTable`.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from twirls.models.baselines import (
 )
 from twirls.models.closed_form import TWIRLSClosedForm
 from twirls.models.graph_ops import GraphOps, SparseMatrix
+from twirls.models.node_table import NodeTable
 from twirls.models.twirls import TWIRLS
 
 MODELS: dict[str, Any] = {
@@ -64,11 +69,26 @@ def requires_dgl(name: str) -> bool:
 def build_model(name: str, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                 num_nodes: int | None = None, **meta: Any) -> nn.Module:
     """``MODELS[name].from_config(cfg, in_dim, out_dim, num_nodes, **meta)``; ``meta``: the
-    dataset facts a model lists in its ``meta_keys`` (e.g. Geom-GCN's latent-space relations)."""
+    dataset facts a model lists in its ``meta_keys`` (e.g. Geom-GCN's latent-space relations).
+
+    ``cfg["embedding"] = d > 0`` on a model whose config has no ``embedding`` key of its own
+    (``own_embedding``: TWIRLS' learned input, Geom-GCN's latent space): the model is built for
+    ``in_dim = d`` and wrapped in :class:`NodeTable` over ``num_nodes`` rows."""
     if name not in MODELS:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
-    return MODELS[name].from_config(cfg, in_dim, out_dim, num_nodes=num_nodes, **meta)
+    model_cls = MODELS[name]
+    width = (cfg or {}).get("embedding", 0)
+    if not width or getattr(model_cls, "own_embedding", False):
+        return model_cls.from_config(cfg, in_dim, out_dim, num_nodes=num_nodes, **meta)
+    if not isinstance(width, int) or isinstance(width, bool) or width < 0:
+        raise ValueError(f"{name}: embedding must be an integer >= 0 (the width of the learned "
+                         f"input per node), got {width!r}")
+    if num_nodes is None:
+        raise ValueError(f"{name}: embedding > 0 learns one vector per node: pass num_nodes")
+    rest = {k: v for k, v in (cfg or {}).items() if k != "embedding"}
+    return NodeTable(model_cls.from_config(rest, width, out_dim, num_nodes=num_nodes, **meta),
+                     num_nodes, width)
 
 
-__all__ = ["APPNP", "GCN", "MLP", "MODELS", "SGC", "TWIRLS", "GraphOps", "SparseMatrix",
-           "TWIRLSClosedForm", "build_model", "requires_dgl"]
+__all__ = ["APPNP", "GCN", "MLP", "MODELS", "SGC", "TWIRLS", "GraphOps", "NodeTable",
+           "SparseMatrix", "TWIRLSClosedForm", "build_model", "requires_dgl"]

@@ -77,6 +77,7 @@ class TWIRLS(nn.Module):
     """
 
     accepts_sparse = True  # x may be a sparse CSR matrix (see FeedForward)
+    own_embedding = True  # `embedding` is its own learned input (build_model does not wrap it)
 
     def __init__(self, in_dim: int, out_dim: int, spec: PropagationSpec, *,
                  mlp_before: int = 1, mlp_after: int = 0, hidden: int = 128,

@@ -6,10 +6,11 @@ files; only ``params.yaml`` differs, and only in the keys that set the budget:
 
 * ``<group>@<name>`` of a train-kind group (``table2``, ``table10``, ...): ``train.seeds`` and
   ``<group>.<name>.seeds`` -> 1, ``<group>.<name>.train_cfg.epochs`` -> the budget;
-* a sweep group (``figure3``, ...): ``seeds`` -> 1, every curve's ``train_cfg.epochs`` -> the
-  budget, and the ``data_grid`` cut to its first value (Amazon: label ratio 0.05 only; every
-  ratio trains the same model on the same graph, so a point costs the same; the model grids all
-  run). The real run's cost is then extrapolated to every point;
+* ``<group>[<curve>]``, one curve of a sweep group (``figure3[IGNN]``): the other curves
+  dropped, ``seeds`` -> 1, the curve's ``train_cfg.epochs`` -> the budget, and the
+  ``data_grid`` cut to its first value (Amazon: label ratio 0.05 only; every ratio trains the
+  same model on the same graph, so a point costs the same; the model grid all runs). The real
+  run's cost is then extrapolated to every point with the curve's own epochs;
 * ``table11``: ``epochs`` -> the budget, ``warmup`` -> 0 (one budget epoch = one training round
   of all ten models);
 * ``table5[<dataset>]``: ``table5.datasets`` -> the one dataset, so each loader is measured
@@ -44,10 +45,12 @@ class StagePlan:
     """One stage of the rehearsal.
 
     Attributes:
-        stage: the DVC stage (``table2@pubmed-gcn``, ``figure3``, ``table11``, ``table12``;
-            ``table5[pku]`` for the dataset-statistics stage restricted to one dataset).
+        stage: the DVC stage (``table2@pubmed-gcn``, ``table11``, ``table12``), or part of one:
+            ``table5[pku]`` (the dataset-statistics stage restricted to one dataset),
+            ``figure3[IGNN]`` (one curve of a sweep).
         kind: ``train``, ``sweep``, ``timing``, ``cws`` (``table12``) or ``datasets``.
-        name: the entry's key in its group (train), else the dataset (datasets) or the group.
+        name: the entry's key in its group (train), the curve (sweep), the dataset (datasets),
+            else the group.
         dataset: the dataset it reads.
         runs_per_epoch: training runs per budget epoch in the rehearsal (seeds x grid points;
             ``cws``: one per model).
@@ -96,6 +99,7 @@ class StagePlan:
         elif self.kind == "sweep":
             sweep = p[self.group]
             sweep["seeds"] = 1
+            sweep["curves"] = {self.name: sweep["curves"][self.name]}
             if sweep.get("data_grid"):
                 sweep["data_grid"] = {k: list(v)[:1] for k, v in sweep["data_grid"].items()}
             for spec in sweep["curves"].values():
@@ -133,7 +137,9 @@ def train_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePl
 
 
 def sweep_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePlan]:
-    """The sweep groups (stage = group, e.g. ``figure3``) on one of ``datasets``."""
+    """The sweep groups (stage = group, e.g. ``figure3``) on one of ``datasets``: one plan per
+    curve (``figure3[IGNN]``), since curves train for different epochs (IGNN 5000, the others
+    500) and so extrapolate separately."""
     out = []
     default_seeds = int(real["train"]["seeds"])
     for group in SWEEP_GROUPS:
@@ -141,15 +147,17 @@ def sweep_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePl
         if not sweep or sweep["dataset"] not in datasets:
             continue
         data_points = _grid_size(sweep.get("data_grid"))
-        model_points = sum(_grid_size(c.get("grid")) for c in sweep["curves"].values())
-        points = data_points * model_points
-        epochs = {int((c.get("train_cfg") or {}).get("epochs", 500))
-                  for c in sweep["curves"].values()}
         seeds = int(sweep.get("seeds", default_seeds))
-        out.append(StagePlan(group, "sweep", group, sweep["dataset"], model_points, {
-            "epochs": max(epochs), "seeds": seeds, "grid_points": points,
-            "runs": seeds * points, "note": f"{data_points} data point(s) x {model_points} "
-                                            "model point(s); measured on the first data point"}))
+        for curve, spec in sweep["curves"].items():
+            model_points = _grid_size(spec.get("grid"))
+            points = data_points * model_points
+            epochs = int((spec.get("train_cfg") or {}).get("epochs", 500))
+            out.append(StagePlan(f"{group}[{curve}]", "sweep", curve, sweep["dataset"],
+                                 model_points, {
+                "epochs": epochs, "seeds": seeds, "grid_points": points,
+                "runs": seeds * points,
+                "note": f"curve {curve} alone: {data_points} data point(s) x {model_points} "
+                        "model point(s); measured on the first data point"}))
     return out
 
 

@@ -85,6 +85,11 @@ def run_inputs(exp: dict[str, Any], data: GraphData, device: torch.device,
             with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
                 warnings.simplefilter("ignore", UserWarning)
                 x = x.to_sparse_csr()  # bag-of-words: the first layer costs O(nnz), ~10x faster
+    if (x is None and not (exp.get("model_cfg") or {}).get("embedding")
+            and not getattr(model_cls, "accepts_no_features", False)):
+        raise ValueError(f"{data.name} has no node features, so model {exp['model']!r} needs a "
+                         "learned input per node: set its model_cfg.embedding (the paper "
+                         "learns 128 numbers per node on Amazon)")
     in_dim = 0 if data.features is None else data.num_features
     # models that need more of the dataset than its graph and features name it (meta_keys)
     meta = {key: data.meta.get(key) for key in getattr(model_cls, "meta_keys", ())}

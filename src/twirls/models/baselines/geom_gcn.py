@@ -184,6 +184,7 @@ class GeomGCN(nn.Module):
     accepts_sparse = True  # bag-of-words features: the first layer costs O(nnz)
     #: dataset facts (``GraphData.meta`` keys) that :meth:`from_config` takes by name
     meta_keys = ("geom_relations",)
+    own_embedding = True  # `embedding` names its latent space, not a learned input per node
 
     def __init__(self, in_dim: int, out_dim: int, relations: Tensor | None, num_nodes: int, *,
                  hidden: int = 32, heads: int = 1, out_heads: int = 1, dropout: float = 0.5,

@@ -284,6 +284,8 @@ class IGNN(nn.Module):
     ``num_nodes``) → ``(n, out_dim)``.
     """
 
+    accepts_no_features = True  # in_dim = 0: IGNN's own U = I, a learned column per node
+
     def __init__(self, in_dim: int, out_dim: int, *, hidden: int = 16, kappa: float = 0.9,
                  dropout: float = 0.5, normalize: bool = True, max_iter: int = 300,
                  tol: float = 3e-6, backward_max_iter: int = 300, backward_tol: float = 3e-6,

@@ -2,8 +2,10 @@
 
 ``logits = (D̃^-1/2 Ã D̃^-1/2)^K X W``. The propagated features do not depend on parameters, so
 they are computed once and cached in the :class:`GraphOps` (training costs a logistic
-regression's). As ``K → ∞`` the rows of ``D̃^-1/2 (…)^K X`` collapse to one vector
-(oversmoothing, paper Sec. 2.2), unlike TWIRLS whose propagation converges to eq. 2.
+regression's); a learned input (``embedding``, :class:`~twirls.models.node_table.NodeTable`) is
+propagated on every call instead, with its gradient. As ``K → ∞`` the rows of
+``D̃^-1/2 (…)^K X`` collapse to one vector (oversmoothing, paper Sec. 2.2), unlike TWIRLS whose
+propagation converges to eq. 2.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ DEFAULTS: dict[str, Any] = {"steps": 2, "dropout": 0.0}
 
 
 def sgc_features(ops: GraphOps, x: Tensor, steps: int) -> Tensor:
-    """``(D̃^-1/2 Ã D̃^-1/2)^steps x`` (no grad)."""
+    """``(D̃^-1/2 Ã D̃^-1/2)^steps x`` (with a gradient only when ``x`` has one)."""
     adj = ops.gcn_norm()
-    with torch.no_grad():
+    with torch.set_grad_enabled(x.requires_grad and torch.is_grad_enabled()):
         for _ in range(steps):
             x = adj @ x
     return x
@@ -49,5 +51,8 @@ class SGC(nn.Module):
         return cls(in_dim, out_dim, **resolve_config("SGC", cfg, DEFAULTS))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
-        h = ops.cached_for(("sgc", self.steps), x, lambda: sgc_features(ops, x, self.steps))
+        if x.requires_grad:  # a learned input: propagate it now, with its gradient
+            h = sgc_features(ops, x, self.steps)
+        else:
+            h = ops.cached_for(("sgc", self.steps), x, lambda: sgc_features(ops, x, self.steps))
         return self.lin(F.dropout(h, self.dropout, self.training))
