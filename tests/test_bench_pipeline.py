@@ -1,0 +1,48 @@
+"""The pipeline benchmark: per-stage wall times parsed from DVC's output, results merged."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from twirls.bench import pipeline
+
+FAKE_DVC = """
+import time
+print("Running stage 'fetch@cora':", flush=True)
+time.sleep(0.2)
+print("Stage 'check-params' didn't change, skipping", flush=True)
+print("Running stage 'table2@cora-gcn':", flush=True)
+time.sleep(0.4)
+print("Updating lock file 'dvc.lock'", flush=True)
+"""
+
+
+def test_timed_gives_each_running_stage_its_own_seconds(tmp_path):
+    total, stages, out = pipeline.timed([sys.executable, "-c", FAKE_DVC], tmp_path,
+                                        dict(os.environ))
+    assert list(stages) == ["fetch@cora", "table2@cora-gcn"]  # the skipped stage is not timed
+    assert 0.15 < stages["fetch@cora"] < stages["table2@cora-gcn"] <= total
+    assert "Updating lock file" in out
+
+
+def test_timed_failure_is_one_clear_exit(tmp_path):
+    with pytest.raises(SystemExit, match="failed"):
+        pipeline.timed([sys.executable, "-c", "raise SystemExit(3)"], tmp_path,
+                       dict(os.environ))
+
+
+def test_full_repro_keeps_the_everyday_numbers(tmp_path, monkeypatch):
+    out = tmp_path / "pipeline.json"
+    out.write_text(json.dumps({"status_s": 3.9, "exp_run": {"seconds": 207.0}}))
+    monkeypatch.setattr(pipeline, "timed", lambda cmd, cwd, env: (
+        7300.0, {"fetch@cora": 1.0, "table8": 1260.0}, ""))
+    assert pipeline.full_repro(Path(__file__).parents[1], {}, out) == 0  # commit: this repo's
+    data = json.loads(out.read_text())
+    assert data["status_s"] == 3.9 and data["exp_run"] == {"seconds": 207.0}
+    assert data["full_repro"]["hours"] == 2.03
+    assert list(data["full_repro"]["slowest"]) == ["table8", "fetch@cora"]
