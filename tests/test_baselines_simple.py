@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from twirls.data.graph import undirected_graph
 from twirls.models import APPNP, GCN, MLP, SGC, GraphOps, build_model
-from twirls.models.baselines.sgc import sgc_features
+from twirls.models.baselines.gcn import GCNConfig
+from twirls.models.baselines.sgc import SGCConfig, sgc_features
 from twirls.models.energy import closed_form
 from twirls.models.propagation import PropagationSpec, iterates
 
@@ -133,6 +136,23 @@ def test_from_config_rejects_unknown_keys(name):
                                          torch.randn(7, 5)).shape == (7, 2)
 
 
+def test_config_dataclass_holds_the_defaults():
+    """A params.yaml section becomes the model's frozen config dataclass: the keys it gives
+    over the dataclass's defaults; building from the dataclass or the dict is the same model."""
+    assert GCNConfig.from_mapping(None) == GCNConfig.from_mapping({}) == GCNConfig()
+    cfg = GCNConfig.from_mapping({"hidden": 8, "layers": 3})
+    assert cfg == GCNConfig(layers=3, hidden=8) and cfg.dropout == GCNConfig.dropout
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.hidden = 4  # type: ignore[misc]
+    with pytest.raises(ValueError, match="GCN config: unknown key 'hiden'.*Did you mean 'hidden'"):
+        GCNConfig.from_mapping({"hiden": 8})
+    torch.manual_seed(0)
+    a = GCN(5, 2, cfg)
+    torch.manual_seed(0)
+    b = GCN.from_config({"hidden": 8, "layers": 3}, 5, 2)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+
+
 @needs("dgl", "GAT runs on dgl.nn.GATConv")
 def test_gat_equals_the_dense_attention_formula():
     """GAT eqs. 1-6 written densely: per head, softmax over ``N(i) ∪ {i}`` of
@@ -248,7 +268,7 @@ def test_sgc_seeds_reach_the_same_optimum_so_a_zero_std_is_real():
 
     def fit(seed: int, epochs: int) -> tuple[torch.Tensor, torch.Tensor]:
         set_seed(seed)
-        model = SGC(12, 3, steps=2)
+        model = SGC(12, 3, SGCConfig(steps=2))
         start = model.lin.weight.detach().clone()
         train_run(model, ops, x, labels, split, TrainConfig(epochs=epochs, lr=0.2,
                                                             weight_decay=5e-3), seed=seed)

@@ -285,10 +285,10 @@ def test_stage_writes_cells_under_each_protocol(pku_root, tmp_path, monkeypatch)
 def test_bilstm_equals_torch_bidirectional_lstm_on_packed_sentences():
     from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
 
-    from twirls.cws.models import BiLSTMTagger
+    from twirls.cws.models import BiLSTMConfig, BiLSTMTagger
 
     torch.manual_seed(0)
-    tagger = BiLSTMTagger(5, 4, hidden=3)
+    tagger = BiLSTMTagger(5, 4, BiLSTMConfig(hidden=3))
     ref = torch.nn.LSTM(5, 3, batch_first=True, bidirectional=True)
     with torch.no_grad():
         for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):

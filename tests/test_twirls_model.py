@@ -12,6 +12,7 @@ from twirls.data.graph import undirected_graph
 from twirls.models import TWIRLS, GraphOps, build_model
 from twirls.models.attention import TruncatedLp
 from twirls.models.propagation import PropagationSpec, propagate
+from twirls.models.twirls import TWIRLSConfig
 
 from requires import needs
 
@@ -204,3 +205,21 @@ def test_config_errors_are_clear():
     m = TWIRLS.from_config({"steps": 2, "lam": 1, "alpha": 1,
                             "attention": {"p": 0.1, "tau": 0.2, "T": math.inf}}, 3, 2)
     assert "attention=(p=0.1" in repr(m)
+
+
+def test_config_dataclass_states_the_defaults_once():
+    """``steps``, ``lam``, ``alpha`` are fields without default (required keys); ``alpha: auto``
+    and ``hidden: "-"`` are resolved when the model is built, the same from a dict or the
+    dataclass."""
+    with pytest.raises(ValueError, match=r"missing key 'steps' \(required: steps, lam, alpha\)"):
+        TWIRLSConfig.from_mapping({})
+    cfg = TWIRLSConfig.from_mapping({"steps": 3, "lam": 3.0, "alpha": "auto", "hidden": "-",
+                                     "mlp_before": 2})
+    assert cfg == TWIRLSConfig(steps=3, lam=3.0, alpha="auto", mlp_before=2, hidden="-")
+    assert cfg.propagation_spec().alpha == 0.25
+    torch.manual_seed(0)
+    a = TWIRLS(4, 2, cfg)
+    torch.manual_seed(0)
+    b = TWIRLS.from_config({"steps": 3, "lam": 3.0, "alpha": 0.25, "mlp_before": 2}, 4, 2)
+    assert a.mlp_before.lins[0].out_features == TWIRLSConfig.hidden == 128
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))

@@ -4,7 +4,8 @@
 ``check-params`` stage, the declared keys in every other stage) and raises :class:`ConfigError`
 with one line: where the value is, what it is, what is allowed (and "did you mean" for names).
 Model hyperparameters are checked by building the model on a toy size through its own
-``from_config`` (the one place that knows its keys and defaults); optimisation ones by
+``from_config`` (its config dataclass, e.g. ``GCNConfig``, is the one place that knows its keys
+and defaults); optimisation ones by
 :class:`twirls.train.loop.TrainConfig`; the attention by
 :class:`twirls.models.attention.AttentionSpec` (paper Table 1: 0 <= p <= 2, tau > 0, T >= tau).
 """

@@ -14,7 +14,8 @@ fine-tuned unless ``freeze``, as fastNLP's ``StaticEmbedding`` defaults to
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -24,12 +25,21 @@ from torch.nn.utils.rnn import pad_sequence
 from twirls.cws.batching import SentenceBatch
 from twirls.data.pku import TAGS
 from twirls.models import TWIRLS, build_model
-from twirls.models.config import check, resolve_config
+from twirls.models.config import ModelConfig, check
 
 #: model names of the ``table12`` params group beyond :data:`twirls.models.MODELS`.
 GRAPH_MODELS = ("mlp", "gcn", "twirls")
 MODEL_NAMES = (*GRAPH_MODELS, "bilstm")
-BILSTM_DEFAULTS: dict[str, Any] = {"hidden": 256, "dropout": 0.0}
+
+
+@dataclass(frozen=True)
+class BiLSTMConfig(ModelConfig):
+    """bi-LSTM hyperparameters (the ``model_cfg`` keys of ``model: bilstm``)."""
+
+    MODEL: ClassVar[str] = "bi-LSTM"
+
+    hidden: int = 256  # units per direction (the paper gives none)
+    dropout: float = 0.0  # on the LSTM's output
 
 
 class BiLSTMTagger(nn.Module):
@@ -40,13 +50,13 @@ class BiLSTMTagger(nn.Module):
     what ``nn.LSTM(bidirectional=True)`` on a packed batch computes; on the CPU, backward through
     a packed sequence is ~25x slower than through these padded ones.
 
-    Config keys: ``hidden`` (256, per direction; the paper gives none), ``dropout`` (0, on the
-    LSTM's output).
+    Hyperparameters: :class:`BiLSTMConfig`.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, *, hidden: int = 256,
-                 dropout: float = 0.0) -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: BiLSTMConfig | None = None) -> None:
         super().__init__()
+        cfg = cfg or BiLSTMConfig()
+        hidden, dropout = cfg.hidden, cfg.dropout
         check(hidden >= 1, "bi-LSTM", f"hidden must be >= 1, got {hidden}")
         check(0.0 <= dropout < 1.0, "bi-LSTM", f"dropout must be in [0, 1), got {dropout}")
         self.forward_lstm = nn.LSTM(in_dim, hidden, batch_first=True)
@@ -57,7 +67,7 @@ class BiLSTMTagger(nn.Module):
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int,
                     out_dim: int) -> BiLSTMTagger:
-        return cls(in_dim, out_dim, **resolve_config("bi-LSTM", cfg, BILSTM_DEFAULTS))
+        return cls(in_dim, out_dim, BiLSTMConfig.from_mapping(cfg))
 
     def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
         """``x (n, d)``: the characters of the batch's sentences, concatenated; returns

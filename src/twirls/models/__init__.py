@@ -1,7 +1,10 @@
 """Models. Every model is an ``nn.Module`` with
 
 * ``Model.from_config(cfg: dict, in_dim: int, out_dim: int, num_nodes: int | None = None)``,
-  which rejects unknown keys with a clear message, and
+  which reads ``cfg`` into the model's frozen config dataclass (``GCNConfig``,
+  ``TWIRLSConfig``, ...: the one place its keys and defaults are stated; unknown keys get a
+  clear message, :class:`~twirls.models.config.ModelConfig`) and calls
+  ``Model(in_dim, out_dim, config, ...)``, and
 * ``forward(ops: GraphOps, x: Tensor | None) -> logits (n, out_dim)``.
 
 :func:`build_model` looks models up by their ``params.yaml`` name in :data:`MODELS`; a new model

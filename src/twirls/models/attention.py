@@ -53,7 +53,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from twirls.models.config import check, resolve_config
+from twirls.models.config import check, field_defaults, resolve_config
 
 PLACEMENTS = ("middle", "before+middle", "every")
 
@@ -146,11 +146,11 @@ class AttentionSpec:
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> AttentionSpec | None:
-        """From ``{p, tau, T, placement}`` (``T``: number, ``inf``, ``"inf"`` or ``None``)."""
+        """From ``{p, tau, T, placement}`` (``T``: number, ``inf``, ``"inf"`` or ``None``);
+        defaults: :class:`TruncatedLp`'s and this class's."""
         if cfg is None:
             return None
-        c = resolve_config("attention", cfg,
-                           {"p": 1.0, "tau": 0.2, "T": None, "placement": "middle"})
+        c = resolve_config("attention", cfg, {**field_defaults(TruncatedLp), **field_defaults(cls)})
         big_t = c["T"]
         if big_t is None or (isinstance(big_t, str) and big_t.lower() in ("inf", "+inf")):
             big_t = math.inf

@@ -9,45 +9,57 @@ computed once per graph (cached in the :class:`GraphOps`): for graphs up to ~20k
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from twirls.models.config import check, resolve_config
+from twirls.models.config import ModelConfig, check
 from twirls.models.energy import normalized_laplacian_dense
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import FeedForward, dropout
 
-DEFAULTS: dict[str, Any] = {"mlp_before": 1, "hidden": 128, "dropout": 0.0,
-                            "input_dropout": 0.0, "normalized": False}
 MAX_NODES = 20_000
 
 
+@dataclass(frozen=True)
+class TWIRLSClosedFormConfig(ModelConfig):
+    """Hyperparameters of the closed form (the ``model_cfg`` keys of
+    ``model: twirls-closed-form``); ``lam`` has no default."""
+
+    MODEL: ClassVar[str] = "TWIRLSClosedForm"
+
+    lam: float  # λ of eq. 2
+    mlp_before: int = 1  # layers of f(X; W)
+    hidden: int = 128
+    dropout: float = 0.0  # after every hidden activation of f
+    input_dropout: float = 0.0  # on the node features before f
+    normalized: bool = False  # False: L; True: L̃ of the appendix
+
+
 class TWIRLSClosedForm(nn.Module):
-    """Config keys: ``lam`` (required), ``mlp_before`` (1), ``hidden`` (128), ``dropout`` (0),
-    ``input_dropout`` (0), ``normalized`` (False: ``L``; True: ``L̃`` of the appendix).
+    """``(I + λL)⁻¹ f(X; W)`` (see module doc) with the hyperparameters of
+    :class:`TWIRLSClosedFormConfig`.
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``; ``x`` may be sparse CSR.
     """
 
     accepts_sparse = True
 
-    def __init__(self, in_dim: int, out_dim: int, lam: float, *, mlp_before: int = 1,
-                 hidden: int = 128, dropout: float = 0.0, input_dropout: float = 0.0,
-                 normalized: bool = False) -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: TWIRLSClosedFormConfig) -> None:
         super().__init__()
+        mlp_before, hidden = int(cfg.mlp_before), int(cfg.hidden)
+        dropout, input_dropout = float(cfg.dropout), float(cfg.input_dropout)
         check(mlp_before >= 1, "TWIRLSClosedForm", "mlp_before must be >= 1")
         self.f = FeedForward(in_dim, hidden, out_dim, mlp_before, dropout=dropout)
-        self.lam, self.normalized, self.input_dropout = lam, normalized, input_dropout
+        self.lam, self.normalized = float(cfg.lam), bool(cfg.normalized)
+        self.input_dropout = input_dropout
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> TWIRLSClosedForm:
-        c = resolve_config("TWIRLSClosedForm", cfg, DEFAULTS, ("lam",))
-        return cls(in_dim, out_dim, float(c["lam"]), mlp_before=int(c["mlp_before"]),
-                   hidden=int(c["hidden"]), dropout=float(c["dropout"]),
-                   input_dropout=float(c["input_dropout"]), normalized=bool(c["normalized"]))
+        return cls(in_dim, out_dim, TWIRLSClosedFormConfig.from_mapping(cfg))
 
     def inverse(self, ops: GraphOps) -> Tensor:
         """``(I + λL)⁻¹``, dense, computed once per graph."""

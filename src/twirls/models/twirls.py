@@ -22,55 +22,71 @@ Architecture (appendix "Basic Architecture Design", Fig. "Model Architecture")::
 * ``embedding = d > 0`` learns a ``d``-dim vector per node instead of features (Amazon, no
   features; initialised ``N(0, 1e-3²)`` as in the reference); needs ``num_nodes``.
 
-Config keys (``TWIRLS.from_config``): ``steps``, ``lam``, ``alpha`` (required; ``alpha: auto`` is
-the reference's ``1/(1+λ)``), ``mlp_before`` (1), ``mlp_after`` (0), ``hidden`` (128), ``dropout``
-(0), ``input_dropout`` (0), ``norm`` ("none"|"batch"|"layer"), ``prox_relu`` (False),
-``variant`` ("paper"|"reference"), ``normalized`` (False), ``attention`` (None or
-``{p, tau, T, placement}``, see :mod:`twirls.models.attention`), ``embedding`` (0).
+Config keys and their defaults: :class:`TWIRLSConfig`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from twirls.models.attention import AttentionSpec
-from twirls.models.config import check, resolve_config
+from twirls.models.config import ModelConfig, check
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import FeedForward, dropout, is_sparse
 from twirls.models.propagation import Propagation, PropagationSpec
 
-REQUIRED = ("steps", "lam", "alpha")
-DEFAULTS: dict[str, Any] = {
-    "mlp_before": 1,
-    "mlp_after": 0,
-    "hidden": 128,
-    "dropout": 0.0,
-    "input_dropout": 0.0,
-    "norm": "none",
-    "prox_relu": False,
-    "variant": "paper",
-    "normalized": False,
-    "attention": None,
-    "embedding": 0,
-}
+
+@dataclass(frozen=True)
+class TWIRLSConfig(ModelConfig):
+    """TWIRLS hyperparameters (the ``model_cfg`` keys of ``model: twirls``; see the module doc).
+    ``steps``, ``lam`` and ``alpha`` have no default: a config must give them."""
+
+    MODEL: ClassVar[str] = "TWIRLS"
+
+    steps: int  # S propagation steps (eq. 6 / eq. 21)
+    lam: float  # λ > 0, weight of the graph term (eq. 1)
+    alpha: float | str  # step size α > 0 (eq. 5); "auto": 1/(1+λ), the reference's
+    mlp_before: int = 1  # K layers of f(X; W) before the propagation (0: TWIRLS*)
+    mlp_after: int = 0  # L layers of g(y; θ) after it (not both 0)
+    #: width of hidden MLP layers and of the propagation when K, L > 0; "-" or None (the
+    #: appendix table's "not set"): this default, the reference's argparse default
+    hidden: int | str | None = 128
+    dropout: float = 0.0  # after every hidden activation of the MLPs (reference --dropout)
+    input_dropout: float = 0.0  # on the node features before f (reference --inp_dropout)
+    norm: str = "none"  # "none" | "batch" | "layer", in the MLPs
+    prox_relu: bool = False  # proximal step for Y >= 0 (eq. 10), a ReLU after every step
+    variant: str = "paper"  # "paper" (the equations) | "reference" (the authors' code)
+    normalized: bool = False  # normalized-Laplacian unfolding instead of Jacobi preconditioning
+    #: IRLS attention (eq. 20), ``{p, tau, T, placement}`` as read by
+    #: :meth:`AttentionSpec.from_config <twirls.models.attention.AttentionSpec.from_config>`;
+    #: None: TWIRLS-base
+    attention: Mapping[str, Any] | None = None
+    embedding: int = 0  # d > 0: learn a d-dim input per node (needs num_nodes)
+
+    def propagation_spec(self) -> PropagationSpec:
+        """The propagation these hyperparameters describe (``alpha: auto`` resolved)."""
+        alpha = 1.0 / (1.0 + float(self.lam)) if self.alpha == "auto" else self.alpha
+        check(isinstance(alpha, int | float), "TWIRLS",
+              f"alpha must be a number or 'auto' (= 1/(1+lam)), got {alpha!r}")
+        return PropagationSpec(
+            steps=self.steps, lam=float(self.lam), alpha=float(alpha), variant=self.variant,
+            normalized=bool(self.normalized), prox_relu=bool(self.prox_relu),
+            attention=AttentionSpec.from_config(self.attention))
 
 
 class TWIRLS(nn.Module):
     """TWIRLS / TWIRLS-base / TWIRLS* (see module doc). ``x`` may be sparse CSR.
 
     Args:
-        in_dim: node feature width (ignored when ``embedding > 0``).
+        in_dim: node feature width (ignored when ``cfg.embedding > 0``).
         out_dim: number of classes.
-        spec: the propagation (steps, λ, α, variant, attention, ...).
-        mlp_before, mlp_after: ``K`` and ``L`` (not both 0).
-        hidden: width of hidden MLP layers and of the propagation when ``K, L > 0``.
-        dropout, input_dropout, norm: see module doc.
-        embedding: learn a per-node input of this width (needs ``num_nodes``).
-        num_nodes: number of nodes (only for ``embedding``).
+        cfg: the hyperparameters.
+        num_nodes: number of nodes (only for ``cfg.embedding``).
 
     Shapes: ``forward(ops, x)`` takes ``x: (n, in_dim)`` (or ``None`` with ``embedding``) and
     returns ``(n, out_dim)`` logits.
@@ -79,11 +95,14 @@ class TWIRLS(nn.Module):
     accepts_sparse = True  # x may be a sparse CSR matrix (see FeedForward)
     own_embedding = True  # `embedding` is its own learned input (build_model does not wrap it)
 
-    def __init__(self, in_dim: int, out_dim: int, spec: PropagationSpec, *,
-                 mlp_before: int = 1, mlp_after: int = 0, hidden: int = 128,
-                 dropout: float = 0.0, input_dropout: float = 0.0, norm: str = "none",
-                 embedding: int = 0, num_nodes: int | None = None) -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: TWIRLSConfig,
+                 num_nodes: int | None = None) -> None:
         super().__init__()
+        spec = cfg.propagation_spec()
+        hidden = TWIRLSConfig.hidden if cfg.hidden in (None, "-") else int(cfg.hidden)
+        mlp_before, mlp_after = int(cfg.mlp_before), int(cfg.mlp_after)
+        dropout, input_dropout = float(cfg.dropout), float(cfg.input_dropout)
+        norm, embedding = cfg.norm, int(cfg.embedding)
         check(mlp_before >= 0 and mlp_after >= 0, "TWIRLS",
               f"mlp_before and mlp_after must be >= 0, got {mlp_before}, {mlp_after}")
         check(mlp_before + mlp_after > 0, "TWIRLS",
@@ -110,22 +129,8 @@ class TWIRLS(nn.Module):
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> TWIRLS:
-        """Build from a plain dict (a ``params.yaml`` section); see the module doc for keys."""
-        c = resolve_config("TWIRLS", cfg, DEFAULTS, REQUIRED)
-        alpha = c["alpha"]
-        if alpha == "auto":
-            alpha = 1.0 / (1.0 + float(c["lam"]))
-        check(isinstance(alpha, int | float), "TWIRLS",
-              f"alpha must be a number or 'auto' (= 1/(1+lam)), got {alpha!r}")
-        hidden = 128 if c["hidden"] in (None, "-") else int(c["hidden"])
-        spec = PropagationSpec(
-            steps=c["steps"], lam=float(c["lam"]), alpha=float(alpha), variant=c["variant"],
-            normalized=bool(c["normalized"]), prox_relu=bool(c["prox_relu"]),
-            attention=AttentionSpec.from_config(c["attention"]))
-        return cls(in_dim, out_dim, spec, mlp_before=int(c["mlp_before"]),
-                   mlp_after=int(c["mlp_after"]), hidden=hidden, dropout=float(c["dropout"]),
-                   input_dropout=float(c["input_dropout"]), norm=c["norm"],
-                   embedding=int(c["embedding"]), num_nodes=num_nodes)
+        """Build from a plain dict (a ``params.yaml`` section); keys: :class:`TWIRLSConfig`."""
+        return cls(in_dim, out_dim, TWIRLSConfig.from_mapping(cfg), num_nodes=num_nodes)
 
     @property
     def cacheable(self) -> bool:

@@ -1,5 +1,6 @@
 """Simple baselines with the TWIRLS interface: ``Model.from_config(cfg, in_dim, out_dim,
-num_nodes=None)`` and ``forward(ops: GraphOps, x) -> logits``."""
+num_nodes=None)`` and ``forward(ops: GraphOps, x) -> logits``; each module's ``<Model>Config``
+dataclass holds the model's hyperparameters and their defaults."""
 
 from twirls.models.baselines.appnp import APPNP
 from twirls.models.baselines.dagnn import DAGNN

@@ -7,39 +7,50 @@ original also applies dropout to the adjacency during propagation; we do not.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
-from twirls.models.config import check, resolve_config
+from twirls.models.config import ModelConfig, check
 from twirls.models.graph_ops import GraphOps, SparseMatrix
 from twirls.models.layers import FeedForward, dropout
 
-DEFAULTS: dict[str, Any] = {"steps": 10, "alpha": 0.1, "layers": 2, "hidden": 64,
-                            "dropout": 0.5}
+
+@dataclass(frozen=True)
+class APPNPConfig(ModelConfig):
+    """APPNP hyperparameters (the ``model_cfg`` keys of ``model: appnp``)."""
+
+    MODEL: ClassVar[str] = "APPNP"
+
+    steps: int = 10  # K propagation steps
+    alpha: float = 0.1  # teleport probability a
+    layers: int = 2  # linear layers of the MLP
+    hidden: int = 64
+    dropout: float = 0.5  # on the input and after the hidden activations
 
 
 class APPNP(nn.Module):
-    """Config keys: ``steps`` = K (10), ``alpha`` = teleport ``a`` (0.1), ``layers`` (2),
-    ``hidden`` (64), ``dropout`` (0.5, on the input and after hidden activations).
+    """APPNP (see module doc) with the hyperparameters of :class:`APPNPConfig`.
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
     accepts_sparse = True  # x may be a sparse CSR matrix (bag-of-words features)
 
-    def __init__(self, in_dim: int, out_dim: int, *, steps: int = 10, alpha: float = 0.1,
-                 layers: int = 2, hidden: int = 64, dropout: float = 0.5) -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: APPNPConfig | None = None) -> None:
         super().__init__()
-        check(0.0 < alpha <= 1.0, "APPNP", f"alpha must be in (0, 1], got {alpha}")
-        check(steps >= 0 and layers >= 1, "APPNP", "steps must be >= 0 and layers >= 1")
-        self.mlp = FeedForward(in_dim, hidden, out_dim, layers, dropout=dropout)
-        self.steps, self.alpha, self.dropout = steps, alpha, dropout
+        cfg = cfg or APPNPConfig()
+        check(0.0 < cfg.alpha <= 1.0, "APPNP", f"alpha must be in (0, 1], got {cfg.alpha}")
+        check(cfg.steps >= 0 and cfg.layers >= 1, "APPNP",
+              "steps must be >= 0 and layers >= 1")
+        self.mlp = FeedForward(in_dim, cfg.hidden, out_dim, cfg.layers, dropout=cfg.dropout)
+        self.steps, self.alpha, self.dropout = cfg.steps, cfg.alpha, cfg.dropout
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> APPNP:
-        return cls(in_dim, out_dim, **resolve_config("APPNP", cfg, DEFAULTS))
+        return cls(in_dim, out_dim, APPNPConfig.from_mapping(cfg))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
         h = self.mlp(dropout(x, self.dropout, self.training))

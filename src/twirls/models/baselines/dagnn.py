@@ -22,19 +22,35 @@ not drop the input: ``norm: batch``, ``input_dropout: 0``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from twirls.models.baselines.gcnii import dropout_linear
-from twirls.models.config import check, check_rates, resolve_config
+from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import norm_layers
 
-DEFAULTS: dict[str, Any] = {"steps": 10, "hidden": 64, "dropout": 0.8, "input_dropout": None,
-                            "norm": "none", "layers": 2}
+
+@dataclass(frozen=True)
+class DAGNNConfig(ModelConfig):
+    """DAGNN hyperparameters (the ``model_cfg`` keys of ``model: dagnn``).
+
+    Defaults are the DAGNN paper's Cora setting (lr 0.01, weight decay 5e-3); Citeseer: K 10,
+    dropout 0.5, weight decay 0.02; Pubmed: K 20, dropout 0.8, weight decay 5e-3.
+    """
+
+    MODEL: ClassVar[str] = "DAGNN"
+
+    steps: int = 10  # K propagations
+    hidden: int = 64
+    dropout: float = 0.8  # after the hidden activations
+    input_dropout: float | None = None  # on the input features; None: `dropout`
+    norm: str = "none"  # "none" | "batch" | "layer", before every hidden ReLU
+    layers: int = 2  # linear layers of the MLP (the paper's Table 11 uses 3)
 
 
 class AdaptiveAdjustment(nn.Module):
@@ -73,37 +89,31 @@ class AdaptiveAdjustment(nn.Module):
 
 
 class DAGNN(nn.Module):
-    """Config keys: ``steps`` = K (10), ``hidden`` (64), ``dropout`` (0.8), ``input_dropout``
-    (``None``: ``dropout``), ``norm`` ("none" | "batch" | "layer", before every hidden ReLU),
-    ``layers`` (2: linear layers of the MLP; the paper's Table 11 uses 3).
-
-    Defaults are the DAGNN paper's Cora setting (lr 0.01, weight decay 5e-3); Citeseer: K 10,
-    dropout 0.5, weight decay 0.02; Pubmed: K 20, dropout 0.8, weight decay 5e-3.
+    """DAGNN (see module doc) with the hyperparameters of :class:`DAGNNConfig`.
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, *, steps: int = 10, hidden: int = 64,
-                 dropout: float = 0.8, input_dropout: float | None = None,
-                 norm: str = "none", layers: int = 2) -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: DAGNNConfig | None = None) -> None:
         super().__init__()
-        check(isinstance(steps, int) and steps >= 0, "DAGNN",
-              f"steps must be an integer >= 0, got {steps!r}")
-        check_rates("DAGNN", dropout=dropout, input_dropout=input_dropout)
-        check(isinstance(layers, int) and layers >= 2, "DAGNN",
-              f"layers must be an integer >= 2, got {layers!r}")
-        widths = [in_dim] + [hidden] * (layers - 1) + [out_dim]
+        cfg = cfg or DAGNNConfig()
+        check(isinstance(cfg.steps, int) and cfg.steps >= 0, "DAGNN",
+              f"steps must be an integer >= 0, got {cfg.steps!r}")
+        check_rates("DAGNN", dropout=cfg.dropout, input_dropout=cfg.input_dropout)
+        check(isinstance(cfg.layers, int) and cfg.layers >= 2, "DAGNN",
+              f"layers must be an integer >= 2, got {cfg.layers!r}")
+        widths = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
         self.lins = nn.ModuleList(
             nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True))
-        self.adjust = AdaptiveAdjustment(out_dim, steps)
-        self.norms = norm_layers(norm, hidden, layers - 1, "DAGNN")
-        self.dropout = dropout
-        self.input_dropout = dropout if input_dropout is None else input_dropout
+        self.adjust = AdaptiveAdjustment(out_dim, cfg.steps)
+        self.norms = norm_layers(cfg.norm, cfg.hidden, cfg.layers - 1, "DAGNN")
+        self.dropout = cfg.dropout
+        self.input_dropout = cfg.dropout if cfg.input_dropout is None else cfg.input_dropout
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> DAGNN:
-        return cls(in_dim, out_dim, **resolve_config("DAGNN", cfg, DEFAULTS))
+        return cls(in_dim, out_dim, DAGNNConfig.from_mapping(cfg))
 
     def mlp(self, ops: GraphOps, x: Tensor) -> Tensor:
         """``Z = Dropout → Linear → ([Norm →] ReLU → Dropout → Linear) × (layers - 1)`` of

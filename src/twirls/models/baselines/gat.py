@@ -15,56 +15,65 @@ Dropout acts on every layer's input (``feat_drop``) and on the attention coeffic
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from twirls.compat import import_dgl_nn
-from twirls.models.config import check, check_rates, resolve_config
+from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import is_sparse, norm_layers
 
-DEFAULTS: dict[str, Any] = {"layers": 2, "hidden": 8, "heads": 8, "out_heads": 1,
-                            "dropout": 0.6, "attn_dropout": 0.6, "negative_slope": 0.2,
-                            "norm": "none"}
+
+@dataclass(frozen=True)
+class GATConfig(ModelConfig):
+    """GAT hyperparameters (the ``model_cfg`` keys of ``model: gat``). Defaults are the GAT
+    paper's Cora setting (lr 5e-3, weight decay 5e-4)."""
+
+    MODEL: ClassVar[str] = "GAT"
+
+    layers: int = 2  # attention layers (the last one maps to the classes)
+    hidden: int = 8  # per head
+    heads: int = 8  # of every hidden layer (concatenated)
+    out_heads: int = 1  # of the output layer (averaged)
+    dropout: float = 0.6  # on every layer's input features
+    attn_dropout: float = 0.6  # on the attention coefficients
+    negative_slope: float = 0.2  # of the LeakyReLU in the attention scores
+    norm: str = "none"  # "none" | "batch" | "layer", on every hidden layer's concatenated heads
 
 
 class GAT(nn.Module):
-    """Config keys: ``layers`` (2), ``hidden`` per head (8), ``heads`` (8), ``out_heads`` (1),
-    ``dropout`` (0.6, features), ``attn_dropout`` (0.6), ``negative_slope`` (0.2), ``norm``
-    ("none" | "batch" | "layer", on every hidden layer's concatenated heads).
-
-    Defaults are the GAT paper's Cora setting (lr 5e-3, weight decay 5e-4).
+    """GAT (see module doc) with the hyperparameters of :class:`GATConfig`.
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
     requires_dgl = True  # DGL's GATConv kernels: CUDA only with a CUDA build of DGL
 
-    def __init__(self, in_dim: int, out_dim: int, *, layers: int = 2, hidden: int = 8,
-                 heads: int = 8, out_heads: int = 1, dropout: float = 0.6,
-                 attn_dropout: float = 0.6, negative_slope: float = 0.2,
-                 norm: str = "none") -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: GATConfig | None = None) -> None:
         super().__init__()
-        check(isinstance(layers, int) and layers >= 1, "GAT",
-              f"layers must be an integer >= 1, got {layers!r}")
-        check(heads >= 1 and out_heads >= 1, "GAT",
-              f"heads and out_heads must be >= 1, got {heads} and {out_heads}")
-        check_rates("GAT", dropout=dropout, attn_dropout=attn_dropout)
+        cfg = cfg or GATConfig()
+        check(isinstance(cfg.layers, int) and cfg.layers >= 1, "GAT",
+              f"layers must be an integer >= 1, got {cfg.layers!r}")
+        check(cfg.heads >= 1 and cfg.out_heads >= 1, "GAT",
+              f"heads and out_heads must be >= 1, got {cfg.heads} and {cfg.out_heads}")
+        check_rates("GAT", dropout=cfg.dropout, attn_dropout=cfg.attn_dropout)
         GATConv = import_dgl_nn("GAT").GATConv
-        widths = [in_dim] + [hidden * heads] * (layers - 1)
-        self.convs = nn.ModuleList(
-            GATConv(w, hidden, heads, feat_drop=dropout, attn_drop=attn_dropout,
-                    negative_slope=negative_slope) for w in widths[:-1])
-        self.out = GATConv(widths[-1], out_dim, out_heads, feat_drop=dropout,
-                           attn_drop=attn_dropout, negative_slope=negative_slope)
-        self.norms = norm_layers(norm, hidden * heads, layers - 1, "GAT")
+        width = cfg.hidden * cfg.heads
+        widths = [in_dim] + [width] * (cfg.layers - 1)
+        conv_args = {"feat_drop": cfg.dropout, "attn_drop": cfg.attn_dropout,
+                 "negative_slope": cfg.negative_slope}
+        self.convs = nn.ModuleList(GATConv(w, cfg.hidden, cfg.heads, **conv_args)
+                                   for w in widths[:-1])
+        self.out = GATConv(widths[-1], out_dim, cfg.out_heads, **conv_args)
+        self.norms = norm_layers(cfg.norm, width, cfg.layers - 1, "GAT")
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> GAT:
-        return cls(in_dim, out_dim, **resolve_config("GAT", cfg, DEFAULTS))
+        return cls(in_dim, out_dim, GATConfig.from_mapping(cfg))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
         g = ops.dgl_graph(self_loops=True)

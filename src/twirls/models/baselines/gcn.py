@@ -11,50 +11,58 @@ before every hidden ReLU and does not drop the input: ``norm: batch``, ``input_d
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from twirls.models.config import check, check_rates, resolve_config
+from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import dropout, is_sparse, norm_layers
 from twirls.models.sparse_features import csr_matmul
 
-DEFAULTS: dict[str, Any] = {"layers": 2, "hidden": 16, "dropout": 0.5, "input_dropout": None,
-                            "norm": "none"}
+
+@dataclass(frozen=True)
+class GCNConfig(ModelConfig):
+    """GCN hyperparameters (the ``model_cfg`` keys of ``model: gcn``)."""
+
+    MODEL: ClassVar[str] = "GCN"
+
+    layers: int = 2  # graph convolutions (the last one maps to the classes)
+    hidden: int = 16
+    dropout: float = 0.5  # before every layer but the first
+    input_dropout: float | None = None  # on the input features; None: `dropout`
+    norm: str = "none"  # "none" | "batch" | "layer", before every hidden ReLU
 
 
 class GCN(nn.Module):
-    """Config keys: ``layers`` (2), ``hidden`` (16), ``dropout`` (0.5), ``input_dropout`` (the
-    rate on the input features; ``None``: ``dropout``), ``norm`` ("none" | "batch" | "layer",
-    before every hidden ReLU).
+    """GCN (see module doc) with the hyperparameters of :class:`GCNConfig`.
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
     accepts_sparse = True  # x may be a sparse CSR matrix (bag-of-words features)
 
-    def __init__(self, in_dim: int, out_dim: int, *, layers: int = 2, hidden: int = 16,
-                 dropout: float = 0.5, input_dropout: float | None = None,
-                 norm: str = "none") -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: GCNConfig | None = None) -> None:
         super().__init__()
-        check(layers >= 1, "GCN", f"layers must be >= 1, got {layers}")
-        check_rates("GCN", dropout=dropout, input_dropout=input_dropout)
-        widths = [in_dim] + [hidden] * (layers - 1) + [out_dim]
+        cfg = cfg or GCNConfig()
+        check(cfg.layers >= 1, "GCN", f"layers must be >= 1, got {cfg.layers}")
+        check_rates("GCN", dropout=cfg.dropout, input_dropout=cfg.input_dropout)
+        widths = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
         self.lins = nn.ModuleList(
             nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True))
         for lin in self.lins:
             nn.init.xavier_uniform_(lin.weight)
             nn.init.zeros_(lin.bias)
-        self.norms = norm_layers(norm, hidden, layers - 1, "GCN")
-        self.dropout = dropout
-        self.input_dropout = dropout if input_dropout is None else input_dropout
+        self.norms = norm_layers(cfg.norm, cfg.hidden, cfg.layers - 1, "GCN")
+        self.dropout = cfg.dropout
+        self.input_dropout = cfg.dropout if cfg.input_dropout is None else cfg.input_dropout
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> GCN:
-        return cls(in_dim, out_dim, **resolve_config("GCN", cfg, DEFAULTS))
+        return cls(in_dim, out_dim, GCNConfig.from_mapping(cfg))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
         adj = ops.gcn_norm()

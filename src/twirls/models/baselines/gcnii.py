@@ -23,20 +23,37 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from twirls.models.config import check, check_rates, resolve_config
+from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps, SparseMatrix
 from twirls.models.sparse_features import csr_matmul
 
 SPARSE_DENSITY = 0.25  # dropout_linear goes sparse for features with at most this share of nonzeros
 
-DEFAULTS: dict[str, Any] = {"layers": 64, "hidden": 64, "alpha": 0.1, "lam": 0.5,
-                            "dropout": 0.6, "conv_weight_decay": 0.01}
+
+@dataclass(frozen=True)
+class GCNIIConfig(ModelConfig):
+    """GCNII hyperparameters (the ``model_cfg`` keys of ``model: gcnii``).
+
+    Defaults are the GCNII paper's Cora setting (train with lr 0.01 and weight decay 5e-4 on the
+    dense layers). Citeseer: 32 layers, hidden 256, λ 0.6, dropout 0.7; Pubmed: 16 layers,
+    hidden 256, λ 0.4, dropout 0.5, ``conv_weight_decay`` 5e-4.
+    """
+
+    MODEL: ClassVar[str] = "GCNII"
+
+    layers: int = 64  # L GCNII layers (eq. 5)
+    hidden: int = 64
+    alpha: float = 0.1  # α, initial-residual weight
+    lam: float = 0.5  # λ of the identity-mapping strength β_l = log(λ/l + 1)
+    dropout: float = 0.6  # before every linear map
+    conv_weight_decay: float = 0.01  # on the convolutions (the authors' wd1)
 
 
 def dropout_linear(ops: GraphOps, x: Tensor, lin: nn.Linear, p: float, training: bool, *,
@@ -120,37 +137,33 @@ class GCNIIConv(nn.Module):
 
 
 class GCNII(nn.Module):
-    """Config keys: ``layers`` = L (64), ``hidden`` (64), ``alpha`` = α (0.1), ``lam`` = λ (0.5),
-    ``dropout`` (0.6), ``conv_weight_decay`` (0.01; the authors' ``wd1``).
-
-    Defaults are the GCNII paper's Cora setting (train with lr 0.01 and weight decay 5e-4 on the
-    dense layers). Citeseer: 32 layers, hidden 256, λ 0.6, dropout 0.7; Pubmed: 16 layers,
-    hidden 256, λ 0.4, dropout 0.5, ``conv_weight_decay`` 5e-4.
+    """GCNII (see module doc) with the hyperparameters of :class:`GCNIIConfig`.
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, *, layers: int = 64, hidden: int = 64,
-                 alpha: float = 0.1, lam: float = 0.5, dropout: float = 0.6,
-                 conv_weight_decay: float = 0.01) -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: GCNIIConfig | None = None) -> None:
         super().__init__()
-        check(isinstance(layers, int) and layers >= 1, "GCNII",
-              f"layers must be an integer >= 1, got {layers!r}")
-        check(0.0 <= alpha <= 1.0, "GCNII", f"alpha must be in [0, 1], got {alpha}")
-        check(lam >= 0.0, "GCNII", f"lam must be >= 0 (beta_l = log(lam/l + 1)), got {lam}")
-        check_rates("GCNII", dropout=dropout)
-        check(conv_weight_decay >= 0.0, "GCNII",
-              f"conv_weight_decay must be >= 0, got {conv_weight_decay}")
-        self.lin_in = nn.Linear(in_dim, hidden)
+        cfg = cfg or GCNIIConfig()
+        check(isinstance(cfg.layers, int) and cfg.layers >= 1, "GCNII",
+              f"layers must be an integer >= 1, got {cfg.layers!r}")
+        check(0.0 <= cfg.alpha <= 1.0, "GCNII", f"alpha must be in [0, 1], got {cfg.alpha}")
+        check(cfg.lam >= 0.0, "GCNII",
+              f"lam must be >= 0 (beta_l = log(lam/l + 1)), got {cfg.lam}")
+        check_rates("GCNII", dropout=cfg.dropout)
+        check(cfg.conv_weight_decay >= 0.0, "GCNII",
+              f"conv_weight_decay must be >= 0, got {cfg.conv_weight_decay}")
+        self.lin_in = nn.Linear(in_dim, cfg.hidden)
         self.convs = nn.ModuleList(
-            GCNIIConv(hidden, alpha, identity_strength(lam, i)) for i in range(1, layers + 1))
-        self.lin_out = nn.Linear(hidden, out_dim)
-        self.dropout, self.conv_weight_decay = dropout, conv_weight_decay
+            GCNIIConv(cfg.hidden, cfg.alpha, identity_strength(cfg.lam, i))
+            for i in range(1, cfg.layers + 1))
+        self.lin_out = nn.Linear(cfg.hidden, out_dim)
+        self.dropout, self.conv_weight_decay = cfg.dropout, cfg.conv_weight_decay
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> GCNII:
-        return cls(in_dim, out_dim, **resolve_config("GCNII", cfg, DEFAULTS))
+        return cls(in_dim, out_dim, GCNIIConfig.from_mapping(cfg))
 
     def param_groups(self, weight_decay: float) -> list[dict[str, Any]]:
         """Optimizer parameter groups: the convolutions with ``conv_weight_decay``, the dense

@@ -19,19 +19,31 @@ batch norm, lr 1e-3, no weight decay, 1000 epochs with patience 200.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from twirls.models.baselines.gcnii import dropout_linear
-from twirls.models.config import check, check_rates, resolve_config
+from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import norm_layers
 
-DEFAULTS: dict[str, Any] = {"layers": 16, "hidden": 256, "alpha": 0.5, "dropout": 0.1,
-                            "norm": "batch"}
+
+@dataclass(frozen=True)
+class GCNIIDenseConfig(ModelConfig):
+    """Hyperparameters of GCNII's ogbn-arxiv model (the ``model_cfg`` keys of
+    ``model: gcnii-dense``). Defaults are the authors' ogbn-arxiv setting."""
+
+    MODEL: ClassVar[str] = "GCNIIDense"
+
+    layers: int = 16  # L layers
+    hidden: int = 256
+    alpha: float = 0.5  # α, weight of the initial representation's identity path
+    dropout: float = 0.1  # before every linear map
+    norm: str = "batch"  # "batch" | "layer" | "none", after every layer's sum
 
 
 class GCNIIDenseConv(nn.Module):
@@ -70,30 +82,30 @@ class GCNIIDenseConv(nn.Module):
 
 
 class GCNIIDense(nn.Module):
-    """Config keys: ``layers`` = L (16), ``hidden`` (256), ``alpha`` = α (0.5), ``dropout`` (0.1),
-    ``norm`` ("batch" | "layer" | "none", after every layer's sum). Defaults are the authors'
-    ogbn-arxiv setting.
+    """GCNII's ogbn-arxiv model (see module doc) with the hyperparameters of
+    :class:`GCNIIDenseConfig`.
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, *, layers: int = 16, hidden: int = 256,
-                 alpha: float = 0.5, dropout: float = 0.1, norm: str = "batch") -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: GCNIIDenseConfig | None = None) -> None:
         super().__init__()
-        check(isinstance(layers, int) and layers >= 0, "GCNIIDense",
-              f"layers must be an integer >= 0, got {layers!r}")
-        check(alpha >= 0.0, "GCNIIDense", f"alpha must be >= 0, got {alpha}")
-        check_rates("GCNIIDense", dropout=dropout)
-        self.lin_in = nn.Linear(in_dim, hidden)
-        self.convs = nn.ModuleList(GCNIIDenseConv(hidden, alpha) for _ in range(layers))
-        self.lin_out = nn.Linear(hidden, out_dim)
-        self.norms = norm_layers(norm, hidden, layers, "GCNIIDense")
-        self.dropout = dropout
+        cfg = cfg or GCNIIDenseConfig()
+        check(isinstance(cfg.layers, int) and cfg.layers >= 0, "GCNIIDense",
+              f"layers must be an integer >= 0, got {cfg.layers!r}")
+        check(cfg.alpha >= 0.0, "GCNIIDense", f"alpha must be >= 0, got {cfg.alpha}")
+        check_rates("GCNIIDense", dropout=cfg.dropout)
+        self.lin_in = nn.Linear(in_dim, cfg.hidden)
+        self.convs = nn.ModuleList(GCNIIDenseConv(cfg.hidden, cfg.alpha)
+                                   for _ in range(cfg.layers))
+        self.lin_out = nn.Linear(cfg.hidden, out_dim)
+        self.norms = norm_layers(cfg.norm, cfg.hidden, cfg.layers, "GCNIIDense")
+        self.dropout = cfg.dropout
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> GCNIIDense:
-        return cls(in_dim, out_dim, **resolve_config("GCNIIDense", cfg, DEFAULTS))
+        return cls(in_dim, out_dim, GCNIIDenseConfig.from_mapping(cfg))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
         h0 = F.relu(dropout_linear(ops, x, self.lin_in, self.dropout, self.training))

@@ -54,13 +54,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from twirls.models.config import check, check_rates, resolve_config
+from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import dropout, is_sparse
 from twirls.models.sparse_features import csr_matmul
@@ -72,10 +73,28 @@ SELF_LOOP = FILE_RELATIONS
 NUM_RELATIONS = FILE_RELATIONS + 1
 MERGES = ("cat", "mean")
 
-#: the authors' Table 3 setup (``NewTableThreeGeomGCN_runs.txt``) for the WebKB graphs; Actor
-#: (film) differs in weight decay only (5e-6 instead of 5e-5, a ``train_cfg`` key).
-DEFAULTS: dict[str, Any] = {"embedding": "poincare", "hidden": 32, "heads": 1, "out_heads": 1,
-                            "dropout": 0.5, "merge": "cat", "out_merge": "mean"}
+
+@dataclass(frozen=True)
+class GeomGCNConfig(ModelConfig):
+    """Geom-GCN hyperparameters (the ``model_cfg`` keys of ``model: geom-gcn``).
+
+    Defaults: the authors' Geom-GCN-P runs behind the Texas, Wisconsin, Actor and Cornell
+    numbers of their Table 3 (``NewTableThreeGeomGCN_runs.txt``, quoted by the TWIRLS paper's
+    Table 3): lr 0.05, weight decay 5e-5 (Actor 5e-6, a ``train_cfg`` key) on both layers, up to
+    5000 epochs.
+    """
+
+    MODEL: ClassVar[str] = "Geom-GCN"
+
+    #: which entry of the dataset's ``meta["geom_relations"]`` gives the structural
+    #: neighbourhoods: "poincare", "MDS" (the paper's Isomap) or "struc2vec"
+    embedding: str = "poincare"
+    hidden: int = 32  # per relation and head of the first layer
+    heads: int = 1  # of the first layer (concatenated)
+    out_heads: int = 1  # of the last layer (averaged)
+    dropout: float = 0.5  # on every layer's input
+    merge: str = "cat"  # over relations in the first layer: "cat" | "mean"
+    out_merge: str = "mean"  # over relations in the last layer
 
 
 def with_self_loops(relations: Tensor, num_nodes: int) -> Tensor:
@@ -169,13 +188,8 @@ class GeomGCN(nn.Module):
         x → Dropout → GeomGCNConv(in → hidden, merge "cat", ReLU, heads cat)   (n, 9·hidden·H)
           → Dropout → GeomGCNConv(→ out_dim, merge "mean", identity, out_heads mean) → logits
 
-    Config keys: ``embedding`` ("poincare": which entry of the dataset's
-    ``meta["geom_relations"]`` gives the structural neighbourhoods; "MDS" is the paper's
-    Isomap, "struc2vec"), ``hidden`` (32), ``heads`` (1), ``out_heads`` (1), ``dropout`` (0.5),
-    ``merge`` ("cat": over relations in the first layer) and ``out_merge`` ("mean": in the last).
-    Defaults: the authors' Geom-GCN-P runs behind the Texas, Wisconsin, Actor and Cornell
-    numbers of their Table 3 (quoted by the TWIRLS paper's Table 3): lr 0.05, weight decay 5e-5
-    (Actor 5e-6) on both layers, up to 5000 epochs.
+    Hyperparameters: :class:`GeomGCNConfig` (its ``embedding`` chooses ``relations`` in
+    :meth:`from_config`; the model itself takes the chosen ``(3, E)`` edge list).
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``; ``n`` must be the
     ``num_nodes`` the model was built for.
@@ -186,16 +200,17 @@ class GeomGCN(nn.Module):
     meta_keys = ("geom_relations",)
     own_embedding = True  # `embedding` names its latent space, not a learned input per node
 
-    def __init__(self, in_dim: int, out_dim: int, relations: Tensor | None, num_nodes: int, *,
-                 hidden: int = 32, heads: int = 1, out_heads: int = 1, dropout: float = 0.5,
-                 merge: str = "cat", out_merge: str = "mean") -> None:
+    def __init__(self, in_dim: int, out_dim: int, relations: Tensor | None, num_nodes: int,
+                 cfg: GeomGCNConfig | None = None) -> None:
         super().__init__()
-        check(isinstance(hidden, int) and hidden >= 1, "Geom-GCN",
-              f"hidden must be an integer >= 1, got {hidden!r}")
-        self.conv1 = GeomGCNConv(in_dim, hidden, heads=heads, merge=merge, head_merge="cat",
-                                 dropout=dropout, relu=True)
-        self.conv2 = GeomGCNConv(self.conv1.width, out_dim, heads=out_heads, merge=out_merge,
-                                 head_merge="mean", dropout=dropout, relu=False)
+        cfg = cfg or GeomGCNConfig()
+        check(isinstance(cfg.hidden, int) and cfg.hidden >= 1, "Geom-GCN",
+              f"hidden must be an integer >= 1, got {cfg.hidden!r}")
+        self.conv1 = GeomGCNConv(in_dim, cfg.hidden, heads=cfg.heads, merge=cfg.merge,
+                                 head_merge="cat", dropout=cfg.dropout, relu=True)
+        self.conv2 = GeomGCNConv(self.conv1.width, out_dim, heads=cfg.out_heads,
+                                 merge=cfg.out_merge, head_merge="mean", dropout=cfg.dropout,
+                                 relu=False)
         self.num_nodes = num_nodes
         self.has_relations = relations is not None
         full = with_self_loops(relations if relations is not None
@@ -210,8 +225,8 @@ class GeomGCN(nn.Module):
                     geom_relations: Mapping[str, Tensor] | None = None) -> GeomGCN:
         """``geom_relations``: the dataset's ``meta["geom_relations"]``. ``None`` (e.g. when a
         config is only being checked) builds a model whose ``forward`` refuses to run."""
-        c = resolve_config("Geom-GCN", cfg, DEFAULTS)
-        embedding = c.pop("embedding")
+        c = GeomGCNConfig.from_mapping(cfg)
+        embedding = c.embedding
         check(num_nodes is not None, "Geom-GCN", "needs num_nodes (its relations are per node)")
         relations = None
         if geom_relations is not None:
@@ -222,7 +237,7 @@ class GeomGCN(nn.Module):
                     f"outf_nodes_space_relation_<dataset>_{embedding}.txt (manifest.tsv) or "
                     "choose another embedding.")
             relations = geom_relations[embedding]
-        return cls(in_dim, out_dim, relations, int(num_nodes), **c)
+        return cls(in_dim, out_dim, relations, int(num_nodes), c)
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
         if not self.has_relations:

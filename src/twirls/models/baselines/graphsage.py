@@ -14,42 +14,52 @@ quotes GraphSAGE from there). Dropout acts on every layer's input (``feat_drop``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from twirls.compat import import_dgl_nn
-from twirls.models.config import check, check_rates, resolve_config
+from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import is_sparse
 
-DEFAULTS: dict[str, Any] = {"layers": 2, "hidden": 64, "dropout": 0.5}
+
+@dataclass(frozen=True)
+class GraphSAGEConfig(ModelConfig):
+    """GraphSAGE hyperparameters (the ``model_cfg`` keys of ``model: graphsage``)."""
+
+    MODEL: ClassVar[str] = "GraphSAGE"
+
+    layers: int = 2  # SAGEConv layers (the last one maps to the classes)
+    hidden: int = 64
+    dropout: float = 0.5  # on every layer's input
 
 
 class GraphSAGE(nn.Module):
-    """Config keys: ``layers`` (2), ``hidden`` (64), ``dropout`` (0.5).
+    """GraphSAGE (see module doc) with the hyperparameters of :class:`GraphSAGEConfig`.
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
     requires_dgl = True  # DGL's SAGEConv kernels: CUDA only with a CUDA build of DGL
 
-    def __init__(self, in_dim: int, out_dim: int, *, layers: int = 2, hidden: int = 64,
-                 dropout: float = 0.5) -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: GraphSAGEConfig | None = None) -> None:
         super().__init__()
-        check(isinstance(layers, int) and layers >= 1, "GraphSAGE",
-              f"layers must be an integer >= 1, got {layers!r}")
-        check_rates("GraphSAGE", dropout=dropout)
+        cfg = cfg or GraphSAGEConfig()
+        check(isinstance(cfg.layers, int) and cfg.layers >= 1, "GraphSAGE",
+              f"layers must be an integer >= 1, got {cfg.layers!r}")
+        check_rates("GraphSAGE", dropout=cfg.dropout)
         SAGEConv = import_dgl_nn("GraphSAGE").SAGEConv
-        widths = [in_dim] + [hidden] * (layers - 1) + [out_dim]
-        self.convs = nn.ModuleList(SAGEConv(a, b, "mean", feat_drop=dropout)
+        widths = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
+        self.convs = nn.ModuleList(SAGEConv(a, b, "mean", feat_drop=cfg.dropout)
                                    for a, b in zip(widths[:-1], widths[1:], strict=True))
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> GraphSAGE:
-        return cls(in_dim, out_dim, **resolve_config("GraphSAGE", cfg, DEFAULTS))
+        return cls(in_dim, out_dim, GraphSAGEConfig.from_mapping(cfg))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
         g = ops.dgl_graph(self_loops=False)

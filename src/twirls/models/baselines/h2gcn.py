@@ -21,18 +21,31 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from twirls.models.config import check, check_rates, resolve_config
+from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import is_sparse
 from twirls.models.sparse_features import csr_matmul
 
-DEFAULTS: dict[str, Any] = {"hidden": 64, "rounds": 1, "dropout": 0.5, "embed_relu": True}
+
+@dataclass(frozen=True)
+class H2GCNConfig(ModelConfig):
+    """H2GCN hyperparameters (the ``model_cfg`` keys of ``model: h2gcn``). Defaults are the
+    authors' H2GCN-1 setup for the Geom-GCN datasets (lr 0.01, weight decay 5e-4 or 1e-5, both
+    in their grid)."""
+
+    MODEL: ClassVar[str] = "H2GCN"
+
+    hidden: int = 64  # p, width of the ego embedding
+    rounds: int = 1  # K aggregation rounds (1: H2GCN-1)
+    dropout: float = 0.5  # before the classifier
+    embed_relu: bool = True  # ReLU on the ego embedding (the authors' "R")
 
 
 def hop_adjacencies(ops: GraphOps) -> tuple[Tensor, Tensor]:
@@ -79,31 +92,27 @@ class _SymmetricSpMM(torch.autograd.Function):
 
 
 class H2GCN(nn.Module):
-    """Config keys: ``hidden`` = p (64), ``rounds`` = K (1: H2GCN-1), ``dropout`` (0.5, before
-    the classifier), ``embed_relu`` (True: ReLU on the ego embedding, the authors' ``R``).
-
-    Defaults are the authors' H2GCN-1 setup for the Geom-GCN datasets (lr 0.01, weight decay
-    5e-4 or 1e-5, both in their grid).
+    """H2GCN (see module doc) with the hyperparameters of :class:`H2GCNConfig`.
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
     accepts_sparse = True  # bag-of-words features: the embedding costs O(nnz)
 
-    def __init__(self, in_dim: int, out_dim: int, *, hidden: int = 64, rounds: int = 1,
-                 dropout: float = 0.5, embed_relu: bool = True) -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: H2GCNConfig | None = None) -> None:
         super().__init__()
-        check(isinstance(rounds, int) and rounds >= 1, "H2GCN",
-              f"rounds must be an integer >= 1, got {rounds!r}")
-        check_rates("H2GCN", dropout=dropout)
-        self.embed = nn.Linear(in_dim, hidden, bias=False)
-        self.classify = nn.Linear(hidden * (2 ** (rounds + 1) - 1), out_dim)
-        self.rounds, self.dropout, self.embed_relu = rounds, dropout, embed_relu
+        cfg = cfg or H2GCNConfig()
+        check(isinstance(cfg.rounds, int) and cfg.rounds >= 1, "H2GCN",
+              f"rounds must be an integer >= 1, got {cfg.rounds!r}")
+        check_rates("H2GCN", dropout=cfg.dropout)
+        self.embed = nn.Linear(in_dim, cfg.hidden, bias=False)
+        self.classify = nn.Linear(cfg.hidden * (2 ** (cfg.rounds + 1) - 1), out_dim)
+        self.rounds, self.dropout, self.embed_relu = cfg.rounds, cfg.dropout, cfg.embed_relu
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> H2GCN:
-        return cls(in_dim, out_dim, **resolve_config("H2GCN", cfg, DEFAULTS))
+        return cls(in_dim, out_dim, H2GCNConfig.from_mapping(cfg))
 
     def representations(self, ops: GraphOps, x: Tensor) -> list[Tensor]:
         """``[r⁽⁰⁾, …, r⁽ᴷ⁾]``, widths ``p, 2p, …, 2ᴷ p``."""

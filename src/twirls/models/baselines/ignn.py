@@ -61,26 +61,39 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from twirls.models.config import check, check_rates, resolve_config
+from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps, SparseMatrix
 
-DEFAULTS: dict[str, Any] = {
-    "hidden": 16,
-    "kappa": 0.9,
-    "dropout": 0.5,
-    "normalize": True,
-    "max_iter": 300,
-    "tol": 3e-6,
-    "backward_max_iter": 300,
-    "backward_tol": 3e-6,
-    "clip_grad_norm": None,
-}
+
+@dataclass(frozen=True)
+class IGNNConfig(ModelConfig):
+    """IGNN hyperparameters (the ``model_cfg`` keys of ``model: ignn``).
+
+    IGNN's scripts: Chains ``hidden 16, kappa 0.9, dropout 0.5``, Adam lr 0.01, weight decay
+    5e-4, 2000 epochs, gradient clipping 0.5; Amazon ``hidden 128, kappa 0.95, dropout 0.5``,
+    no normalisation, lr 0.01, no weight decay, 5000 epochs, no clipping.
+    """
+
+    MODEL: ClassVar[str] = "IGNN"
+
+    hidden: int = 16  # m, width of the implicit state
+    kappa: float = 0.9  # ||W||_∞ <= kappa / λ_pf(Â), 0 < kappa < 1 (IGNN's --kappa)
+    dropout: float = 0.5  # on the states before V
+    normalize: bool = True  # L2-normalise each node's state (the Chains model; Amazon: False)
+    max_iter: int = 300  # forward fixed-point iterations at most
+    tol: float = 3e-6  # forward stopping tolerance
+    backward_max_iter: int = 300  # the same for the adjoint equation
+    backward_tol: float = 3e-6
+    clip_grad_norm: float | None = None  # per-parameter gradient norm cap (Chains script: 0.5)
+
+
 PF_MARGIN = 1e-5  # IGNN's get_spectral_rad(tol=1e-5): λ_pf(Â) + 1e-5
 PF_POWER_STEPS = 20  # power iterations that tighten the Collatz-Wielandt bound
 
@@ -196,9 +209,8 @@ class ImplicitGraph(nn.Module):
         in_dim: feature width ``p`` (``0``: no features, learn a per-node input instead,
             IGNN's ``U = I``; then ``num_nodes`` is required).
         hidden: state width ``m``.
-        kappa: ``||W||_∞ ≤ kappa / λ_pf(Â)`` (``0 < kappa < 1``; IGNN's ``--kappa``).
-        max_iter, tol: forward iteration limit and tolerance (IGNN: 300, 3e-6).
-        backward_max_iter, backward_tol: the same for the adjoint equation.
+        kappa, max_iter, tol, backward_max_iter, backward_tol: see :class:`IGNNConfig` (whose
+            defaults these are).
         num_nodes: number of nodes (only for ``in_dim = 0``).
 
     Initialisation as IGNN's ``ImplicitGraph.init``: ``W`` and ``Ω`` uniform in
@@ -217,8 +229,10 @@ class ImplicitGraph(nn.Module):
     Shapes: ``forward(ops, x)``: ``x (n, in_dim)`` or ``None`` → ``(n, hidden)``.
     """
 
-    def __init__(self, in_dim: int, hidden: int, *, kappa: float = 0.9, max_iter: int = 300,
-                 tol: float = 3e-6, backward_max_iter: int = 300, backward_tol: float = 3e-6,
+    def __init__(self, in_dim: int, hidden: int, *, kappa: float = IGNNConfig.kappa,
+                 max_iter: int = IGNNConfig.max_iter, tol: float = IGNNConfig.tol,
+                 backward_max_iter: int = IGNNConfig.backward_max_iter,
+                 backward_tol: float = IGNNConfig.backward_tol,
                  num_nodes: int | None = None) -> None:
         super().__init__()
         check(0.0 < kappa < 1.0, "IGNN", f"kappa must be in (0, 1), got {kappa}")
@@ -271,14 +285,7 @@ class IGNN(nn.Module):
 
     ``logits = V · dropout(normalize(H))`` with ``H`` the fixed point of :class:`ImplicitGraph`.
 
-    Config keys: ``hidden`` (16), ``kappa`` (0.9), ``dropout`` (0.5, on the states before ``V``),
-    ``normalize`` (True: L2-normalise each node's state, the Chains model; False: Amazon),
-    ``max_iter`` (300), ``tol`` (3e-6), ``backward_max_iter`` (300), ``backward_tol`` (3e-6),
-    ``clip_grad_norm`` (None; IGNN's Chains script: 0.5, per parameter).
-
-    IGNN's scripts: Chains ``hidden 16, kappa 0.9, dropout 0.5``, Adam lr 0.01, weight decay
-    5e-4, 2000 epochs, gradient clipping 0.5; Amazon ``hidden 128, kappa 0.95, dropout 0.5``,
-    no normalisation, lr 0.01, no weight decay, 5000 epochs, no clipping.
+    Hyperparameters: :class:`IGNNConfig`.
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim)`` (or ``None`` with ``in_dim = 0`` and
     ``num_nodes``) → ``(n, out_dim)``.
@@ -286,30 +293,29 @@ class IGNN(nn.Module):
 
     accepts_no_features = True  # in_dim = 0: IGNN's own U = I, a learned column per node
 
-    def __init__(self, in_dim: int, out_dim: int, *, hidden: int = 16, kappa: float = 0.9,
-                 dropout: float = 0.5, normalize: bool = True, max_iter: int = 300,
-                 tol: float = 3e-6, backward_max_iter: int = 300, backward_tol: float = 3e-6,
-                 clip_grad_norm: float | None = None, num_nodes: int | None = None) -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: IGNNConfig | None = None,
+                 num_nodes: int | None = None) -> None:
         super().__init__()
-        check_rates("IGNN", dropout=dropout)
-        check(clip_grad_norm is None or clip_grad_norm > 0, "IGNN",
-              f"clip_grad_norm must be > 0 or null, got {clip_grad_norm}")
-        self.implicit = ImplicitGraph(in_dim, hidden, kappa=kappa, max_iter=max_iter, tol=tol,
-                                      backward_max_iter=backward_max_iter,
-                                      backward_tol=backward_tol, num_nodes=num_nodes)
-        self.out = nn.Linear(hidden, out_dim, bias=False)
-        self.dropout = dropout
-        self.normalize = bool(normalize)
-        self.clip_grad_norm = clip_grad_norm
-        if clip_grad_norm is not None:
+        cfg = cfg or IGNNConfig()
+        check_rates("IGNN", dropout=cfg.dropout)
+        clip = cfg.clip_grad_norm
+        check(clip is None or clip > 0, "IGNN", f"clip_grad_norm must be > 0 or null, got {clip}")
+        self.implicit = ImplicitGraph(in_dim, cfg.hidden, kappa=cfg.kappa,
+                                      max_iter=cfg.max_iter, tol=cfg.tol,
+                                      backward_max_iter=cfg.backward_max_iter,
+                                      backward_tol=cfg.backward_tol, num_nodes=num_nodes)
+        self.out = nn.Linear(cfg.hidden, out_dim, bias=False)
+        self.dropout = cfg.dropout
+        self.normalize = bool(cfg.normalize)
+        self.clip_grad_norm = clip
+        if clip is not None:
             for param in self.parameters():
-                param.register_hook(_clipper(float(clip_grad_norm)))
+                param.register_hook(_clipper(float(clip)))
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> IGNN:
-        return cls(in_dim, out_dim, **resolve_config("IGNN", cfg, DEFAULTS),
-                   num_nodes=num_nodes)
+        return cls(in_dim, out_dim, IGNNConfig.from_mapping(cfg), num_nodes=num_nodes)
 
     def forward(self, ops: GraphOps, x: Tensor | None) -> Tensor:
         h = self.implicit(ops, x)

@@ -26,21 +26,37 @@ jump sees the undropped outputs and its result is dropped before the output laye
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from twirls.models.baselines.gcnii import dropout_linear
-from twirls.models.config import check, check_rates, resolve_config
+from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps, SparseMatrix
 from twirls.models.layers import norm_layers
 
 MODES = ("cat", "max")
-DEFAULTS: dict[str, Any] = {"layers": 6, "hidden": 32, "mode": "cat", "dropout": 0.5,
-                            "final_propagation": True, "input_dropout": None, "norm": "none",
-                            "jump_after_dropout": False}
+
+
+@dataclass(frozen=True)
+class JKNetConfig(ModelConfig):
+    """JKNet hyperparameters (the ``model_cfg`` keys of ``model: jknet``). Defaults follow DGL's
+    example for Cora (``--mode cat --num-layers 6``: 1 + 6 layers there, hidden 32, dropout 0.5,
+    lr 0.01, weight decay 5e-4)."""
+
+    MODEL: ClassVar[str] = "JKNet"
+
+    layers: int = 6  # L GCN layers
+    hidden: int = 32
+    mode: str = "cat"  # the layer aggregation: "cat" | "max"
+    dropout: float = 0.5
+    final_propagation: bool = True  # Â before the output layer
+    input_dropout: float | None = None  # on the input features; None: `dropout`
+    norm: str = "none"  # "none" | "batch" | "layer", before every ReLU
+    jump_after_dropout: bool = False  # see the module doc
 
 
 def jumping_knowledge(hs: list[Tensor], mode: str) -> Tensor:
@@ -63,27 +79,20 @@ def _gcn_linear(adj: SparseMatrix, x: Tensor, lin: nn.Linear) -> Tensor:
 
 
 class JKNet(nn.Module):
-    """Config keys: ``layers`` = L GCN layers (6), ``hidden`` (32), ``mode`` ("cat" | "max"),
-    ``dropout`` (0.5), ``final_propagation`` (True: ``Â`` before the output layer),
-    ``input_dropout`` (``None``: ``dropout``), ``norm`` ("none" | "batch" | "layer", before every
-    ReLU), ``jump_after_dropout`` (False; see the module docstring).
-
-    Defaults follow DGL's example for Cora (``--mode cat --num-layers 6``: 1 + 6 layers there,
-    hidden 32, dropout 0.5, lr 0.01, weight decay 5e-4).
+    """JK-Net (see module doc) with the hyperparameters of :class:`JKNetConfig`.
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``;
     :meth:`layer_outputs`: ``L`` tensors ``(n, hidden)``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, *, layers: int = 6, hidden: int = 32,
-                 mode: str = "cat", dropout: float = 0.5, final_propagation: bool = True,
-                 input_dropout: float | None = None, norm: str = "none",
-                 jump_after_dropout: bool = False) -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: JKNetConfig | None = None) -> None:
         super().__init__()
+        cfg = cfg or JKNetConfig()
+        layers, hidden, mode = cfg.layers, cfg.hidden, cfg.mode
         check(isinstance(layers, int) and layers >= 1, "JKNet",
               f"layers must be an integer >= 1, got {layers!r}")
         check(mode in MODES, "JKNet", f"mode must be one of {MODES}, got {mode!r}")
-        check_rates("JKNet", dropout=dropout, input_dropout=input_dropout)
+        check_rates("JKNet", dropout=cfg.dropout, input_dropout=cfg.input_dropout)
         widths = [in_dim] + [hidden] * layers
         self.convs = nn.ModuleList(
             nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:], strict=True))
@@ -91,15 +100,15 @@ class JKNet(nn.Module):
         for lin in [*self.convs, self.out]:
             nn.init.xavier_uniform_(lin.weight)
             nn.init.zeros_(lin.bias)
-        self.norms = norm_layers(norm, hidden, layers, "JKNet")
-        self.mode, self.dropout, self.final_propagation = mode, dropout, final_propagation
-        self.input_dropout = dropout if input_dropout is None else input_dropout
-        self.jump_after_dropout = jump_after_dropout
+        self.norms = norm_layers(cfg.norm, hidden, layers, "JKNet")
+        self.mode, self.dropout, self.final_propagation = mode, cfg.dropout, cfg.final_propagation
+        self.input_dropout = cfg.dropout if cfg.input_dropout is None else cfg.input_dropout
+        self.jump_after_dropout = cfg.jump_after_dropout
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> JKNet:
-        return cls(in_dim, out_dim, **resolve_config("JKNet", cfg, DEFAULTS))
+        return cls(in_dim, out_dim, JKNetConfig.from_mapping(cfg))
 
     def _activate(self, layer: int, x: Tensor) -> Tensor:
         return F.relu(x if self.norms is None else self.norms[layer](x))

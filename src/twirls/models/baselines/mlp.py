@@ -3,41 +3,51 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
-from twirls.models.config import resolve_config
+from twirls.models.config import ModelConfig
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import FeedForward, dropout
 
-DEFAULTS: dict[str, Any] = {"layers": 2, "hidden": 64, "dropout": 0.5, "input_dropout": 0.0,
-                            "norm": "none"}
+
+@dataclass(frozen=True)
+class MLPConfig(ModelConfig):
+    """MLP hyperparameters (the ``model_cfg`` keys of ``model: mlp``)."""
+
+    MODEL: ClassVar[str] = "MLP"
+
+    layers: int = 2  # linear layers
+    hidden: int = 64
+    dropout: float = 0.5  # after every hidden activation
+    input_dropout: float = 0.0  # on the input features
+    norm: str = "none"  # "none" | "batch" | "layer", before every hidden ReLU
 
 
 class MLP(nn.Module):
     """``layers`` linear layers with ReLU and dropout (:class:`FeedForward`); ignores the graph.
-
-    Config keys: ``layers`` (2), ``hidden`` (64), ``dropout`` (0.5), ``input_dropout`` (0),
-    ``norm`` ("none").
+    Hyperparameters: :class:`MLPConfig`.
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
     accepts_sparse = True  # x may be a sparse CSR matrix (bag-of-words features)
 
-    def __init__(self, in_dim: int, out_dim: int, *, layers: int = 2, hidden: int = 64,
-                 dropout: float = 0.5, input_dropout: float = 0.0, norm: str = "none") -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: MLPConfig | None = None) -> None:
         super().__init__()
-        if layers < 1:
-            raise ValueError(f"MLP config: layers must be >= 1, got {layers}")
-        self.net = FeedForward(in_dim, hidden, out_dim, layers, dropout=dropout, norm=norm)
-        self.input_dropout = input_dropout
+        cfg = cfg or MLPConfig()
+        if cfg.layers < 1:
+            raise ValueError(f"MLP config: layers must be >= 1, got {cfg.layers}")
+        self.net = FeedForward(in_dim, cfg.hidden, out_dim, cfg.layers, dropout=cfg.dropout,
+                               norm=cfg.norm)
+        self.input_dropout = cfg.input_dropout
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> MLP:
-        return cls(in_dim, out_dim, **resolve_config("MLP", cfg, DEFAULTS))
+        return cls(in_dim, out_dim, MLPConfig.from_mapping(cfg))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
         return self.net(dropout(x, self.input_dropout, self.training))

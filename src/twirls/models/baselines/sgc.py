@@ -11,16 +11,25 @@ propagation converges to eq. 2.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from twirls.models.config import check, resolve_config
+from twirls.models.config import ModelConfig, check
 from twirls.models.graph_ops import GraphOps
 
-DEFAULTS: dict[str, Any] = {"steps": 2, "dropout": 0.0}
+
+@dataclass(frozen=True)
+class SGCConfig(ModelConfig):
+    """SGC hyperparameters (the ``model_cfg`` keys of ``model: sgc``)."""
+
+    MODEL: ClassVar[str] = "SGC"
+
+    steps: int = 2  # K, the power of the normalised adjacency (eq. 7)
+    dropout: float = 0.0  # on the propagated features
 
 
 def sgc_features(ops: GraphOps, x: Tensor, steps: int) -> Tensor:
@@ -33,22 +42,23 @@ def sgc_features(ops: GraphOps, x: Tensor, steps: int) -> Tensor:
 
 
 class SGC(nn.Module):
-    """Config keys: ``steps`` = K (2), ``dropout`` (0) on the propagated features.
+    """SGC (see module doc) with the hyperparameters of :class:`SGCConfig`.
 
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, *, steps: int = 2,
-                 dropout: float = 0.0) -> None:
+    def __init__(self, in_dim: int, out_dim: int, cfg: SGCConfig | None = None) -> None:
         super().__init__()
-        check(isinstance(steps, int) and steps >= 0, "SGC", f"steps must be >= 0, got {steps}")
-        self.steps, self.dropout = steps, dropout
+        cfg = cfg or SGCConfig()
+        check(isinstance(cfg.steps, int) and cfg.steps >= 0, "SGC",
+              f"steps must be >= 0, got {cfg.steps}")
+        self.steps, self.dropout = cfg.steps, cfg.dropout
         self.lin = nn.Linear(in_dim, out_dim)
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                     num_nodes: int | None = None) -> SGC:
-        return cls(in_dim, out_dim, **resolve_config("SGC", cfg, DEFAULTS))
+        return cls(in_dim, out_dim, SGCConfig.from_mapping(cfg))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
         if x.requires_grad:  # a learned input: propagate it now, with its gradient
