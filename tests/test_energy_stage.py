@@ -244,6 +244,11 @@ def test_cora_traces_and_outputs(cora_raw, tmp_path, monkeypatch):
     assert metrics["base_final_energy"] == base["final"]
     assert paths["figure"].read_bytes()[:4] == b"\x89PNG" and paths["figure"].stat().st_size > 5000
     assert not list(tmp_path.rglob("*.part*"))  # temp files were renamed
+    assert "seconds" not in result and "seconds" not in model  # timings: metrics only
+    assert metrics["seconds_training"] > 0 and metrics["seconds_measure"] > 0
+    first = paths["results"].read_bytes()
+    assert stage.main(["--raw", str(cora_raw), "--out", str(tmp_path)]) == 0
+    assert paths["results"].read_bytes() == first  # same computation, same bytes
 
 
 @pytest.mark.parametrize("fetch_status", [None, {"status": "missing", "reason": "no mirror"}])

@@ -1,7 +1,10 @@
 """The ``energy`` stage's files: ``results/energy/<dataset>.json`` (every trace and check of
 :func:`twirls.models.energy_measure.measure`, and the measured model), ``metrics/energy/
-<dataset>.json`` (its scalars for ``dvc metrics``, flags as 0/1) and
+<dataset>.json`` (its scalars for ``dvc metrics``, flags as 0/1, and the timings) and
 ``reports/figures/energy-per-step-<dataset>.png`` (:mod:`twirls.reports.energy_figure`).
+
+The report depends on ``results/``, so the results file holds no timing: a rerun that computes
+the same traces writes the same bytes, and nothing downstream reruns. Seconds go to the metrics.
 
 JSON policy: strict JSON, so non-finite floats are written as strings (``"inf"``, ``"nan"``);
 without data all three files say why (``status: no-data`` and the reason).
@@ -71,10 +74,22 @@ def write_energy(out: Path, result: Mapping[str, Any], device: str = "cpu") -> d
         write_json(paths["metrics"], {"status": result["status"], "reason": result["reason"]})
         plot_energy(result, paths["figure"], title, reason=result["reason"])
         return paths
-    write_json(paths["results"], jsonable(result))
-    write_json(paths["metrics"], {**energy_metrics(result), "device": device})
+    measured, seconds = split_timings(result)
+    write_json(paths["results"], jsonable(measured))
+    write_json(paths["metrics"], {**energy_metrics(result), "device": device, **seconds})
     plot_energy(result, paths["figure"], title)
     return paths
+
+
+def split_timings(result: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``result`` without its wall times, and those times (``seconds_training`` of the model,
+    ``seconds_measure``: every trace and check together)."""
+    measured = {k: v for k, v in result.items() if k != "seconds"}
+    model = dict(result.get("model") or {})
+    training = model.pop("seconds", None)
+    measured["model"] = model
+    measure = sum((result.get("seconds") or {}).values())
+    return measured, {"seconds_training": training, "seconds_measure": round(measure, 3)}
 
 
 def summary_line(result: Mapping[str, Any]) -> str:
