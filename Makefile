@@ -54,7 +54,7 @@ clean-venv-current:
 	rm -rf $(VENV_CURRENT)
 
 # Full-size rehearsal (synthetic files of Pubmed, ogbn-arxiv, Amazon, PKU at Table 5's sizes) of
-# every stage that reads them, 1 and 2 epochs each: reports/benchmarks/rehearsal.json (~40 min).
+# every stage that reads them, 1 and 2 epochs each: reports/benchmarks/rehearsal.json (~20 min).
 .PHONY: rehearsal
 rehearsal: $(STAMP)
 	DVC_NO_ANALYTICS=1 OUTDATED_IGNORE=1 $(BIN)/python -m twirls.rehearsal.run

@@ -325,3 +325,15 @@ def test_runner_tiny_scale_table12_paper_protocol(tmp_path):
     assert cws["full_run"]["protocol"] == "paper"
     assert cws["full_run"]["estimated_seconds"] >= cws["overhead_seconds"]
     assert _snapshot() == before
+
+
+def test_committed_rehearsal_covers_every_large_data_stage_under_16_gb():
+    """``reports/benchmarks/rehearsal.json`` must be rerun (``make rehearsal``) whenever a stage
+    that reads Pubmed, ogbn-arxiv, Amazon or PKU is added or renamed."""
+    report = json.loads((REPO / "reports" / "benchmarks" / "rehearsal.json").read_text())
+    planned = {p.stage for p in all_plans(read_all(REPO))}
+    recorded = {s["stage"]: s for s in report["stages"]}
+    assert planned == set(recorded), (planned ^ set(recorded))
+    assert report["complete"] and report["scale"] == 1.0 and not report["not_run"]
+    assert all(s["status"] == "ok" for s in recorded.values())
+    assert max(s["peak_rss_gb"] for s in recorded.values()) < 16.0
