@@ -68,6 +68,16 @@ def test_bad_embedding_is_one_clear_error(cfg, message):
         build_model("gcn", cfg, 0, 3, num_nodes=10)
 
 
+def test_embedding_zero_is_the_plain_model():
+    torch.manual_seed(0)
+    plain = build_model("gcn", {"hidden": 8}, 5, 3)
+    torch.manual_seed(0)
+    zero = build_model("gcn", {"hidden": 8, "embedding": 0}, 5, 3)
+    assert not isinstance(zero, NodeTable)
+    assert all(torch.equal(a, b) for a, b in zip(plain.state_dict().values(),
+                                                 zero.state_dict().values(), strict=True))
+
+
 def test_node_table_refuses_features_and_a_wrong_graph():
     ops = small_ops()
     model = build_model("gcn", {"embedding": 4}, 0, 3, num_nodes=ops.n)

@@ -80,15 +80,17 @@ def build_model(name: str, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: 
     if name not in MODELS:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
     model_cls = MODELS[name]
-    width = (cfg or {}).get("embedding", 0)
-    if not width or getattr(model_cls, "own_embedding", False):
+    if cfg is None or "embedding" not in cfg or getattr(model_cls, "own_embedding", False):
         return model_cls.from_config(cfg, in_dim, out_dim, num_nodes=num_nodes, **meta)
+    width = cfg["embedding"]
     if not isinstance(width, int) or isinstance(width, bool) or width < 0:
         raise ValueError(f"{name}: embedding must be an integer >= 0 (the width of the learned "
                          f"input per node), got {width!r}")
+    rest = {k: v for k, v in cfg.items() if k != "embedding"}
+    if width == 0:  # no table: the model on its features
+        return model_cls.from_config(rest, in_dim, out_dim, num_nodes=num_nodes, **meta)
     if num_nodes is None:
         raise ValueError(f"{name}: embedding > 0 learns one vector per node: pass num_nodes")
-    rest = {k: v for k, v in (cfg or {}).items() if k != "embedding"}
     return NodeTable(model_cls.from_config(rest, width, out_dim, num_nodes=num_nodes, **meta),
                      num_nodes, width)
 
