@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -93,14 +94,24 @@ def full_repro(repo: Path, env: dict[str, str], out: Path) -> int:
     """``dvc repro -f`` here; its seconds and per-stage seconds merged into ``out``."""
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
                             text=True, check=True).stdout.strip()
+    load_before = round(os.getloadavg()[0], 2)
+    cpu_before = children_cpu_seconds()
     total, stages, _ = timed(["dvc", "repro", "-f"], repo, env)
     run = {"command": "dvc repro -f", "commit": commit, "cores": available_cores(),
+           "load_before": load_before, "load_after": round(os.getloadavg()[0], 2),
+           "cpu_s": round(children_cpu_seconds() - cpu_before, 1),
            "seconds": total, "hours": round(total / 3600, 2), "stages": stages,
            "slowest": dict(sorted(stages.items(), key=lambda kv: -kv[1])[:15])}
     old = json.loads(out.read_text()) if out.is_file() else {}
     write_json(out, old | {"full_repro": run})
     print(json.dumps({k: v for k, v in run.items() if k != "stages"}, indent=1))
     return 0
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of every finished child process (and theirs) so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
