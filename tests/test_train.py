@@ -123,6 +123,16 @@ def test_multilabel_training_and_ignn_f1():
     assert multilabel_f1(logits, one)[0] == pytest.approx(accuracy(logits, truth.argmax(1)))
 
 
+def test_accuracy_is_the_exact_fraction_and_nan_for_no_rows():
+    labels = torch.zeros(1000, dtype=torch.int64)
+    logits = torch.zeros(1000, 3)
+    logits[:715, 0] = 1.0  # 715 right, 285 predicted as class 1
+    logits[715:, 1] = 1.0
+    assert accuracy(logits, labels) == 0.715  # float32's mean would give 0.7149999737739563
+    assert accuracy(logits[:3], labels[:3]) == 1.0
+    assert accuracy(logits[:0], labels[:0]) != accuracy(logits[:0], labels[:0])  # nan
+
+
 def test_seeds_summary_is_mean_and_population_std():
     ops, x, labels, split = easy_dataset(5)
     res = run_seeds(lambda: build_model("sgc", {"steps": 2}, 16, 3), ops, x, labels, split,

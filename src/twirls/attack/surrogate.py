@@ -128,7 +128,7 @@ def train_gcn(
             with torch.no_grad():
                 out = model(x, a)
             loss_val = float(F.nll_loss(out[val], y[val]))
-            acc_val = float((out[val].argmax(1) == y[val]).float().mean())
+            acc_val = metrics.accuracy(out[val], y[val])
             if loss_val < best_loss:
                 best_loss, best = loss_val, out
             if acc_val > best_acc:

@@ -31,7 +31,7 @@ def homophily(data: GraphData) -> float | None:
     if data.labels.dim() != 1 or data.graph.num_edges() == 0:
         return None
     src, dst = data.graph.edges()
-    return float((data.labels[src] == data.labels[dst]).float().mean())
+    return int((data.labels[src] == data.labels[dst]).sum()) / src.numel()
 
 
 def stats(data: GraphData) -> dict[str, float]:

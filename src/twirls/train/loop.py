@@ -155,7 +155,7 @@ def evaluate_tensor(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: T
         if labels.dim() == 2:
             parts.append(multilabel_f1_tensor(logits[idx], labels[idx]))
         else:
-            parts.append(accuracy_tensor(logits[idx], labels[idx]).double().reshape(1))
+            parts.append(accuracy_tensor(logits[idx], labels[idx]).reshape(1))
     return torch.cat(parts)
 
 
