@@ -113,9 +113,11 @@ def test_index_lists_every_table_and_figure(tmp_path):
             assert (tmp_path / "tables" / f"{table}.{ext}").exists()
     for title in FIGURES.values():
         assert title in index
+    # a curve the paper draws and no stage runs is said, with why
+    assert "- SSE (Figure 3 and appendix figure): not built: its authors'" in index
     assert "[cosine-rho.png](figures/cosine-rho.png)" in index
     cws = (tmp_path / "tables" / "cws.md").read_text()
-    assert "no data (56.68 ± 2.81)" in cws and "pku: missing" in cws
+    assert "no data (56.68 ± 2.81)" in cws and "- pku (MLP): missing" in cws
     tex = (tmp_path / "tables" / "cws.tex").read_text()
     assert r"\begin{tabular}" in tex and r"$\pm$" in tex
 
@@ -201,8 +203,9 @@ def test_a_note_shared_by_every_cell_is_printed_once(tmp_path):
            for k in (1, 2)]
     write_index(build_results(no_data + ran, read_paper()), tmp_path, set())
     mlp = (tmp_path / "tables" / "mlp-layers.md").read_text()
-    assert "- pubmed (every model): pubmed: missing" in mlp and "all cells" not in mlp
-    assert mlp.count("pubmed: missing") == 1  # one line per distinct note
+    # one line per distinct note, naming its dataset once
+    assert "- pubmed (every model): missing" in mlp and "all cells" not in mlp
+    assert mlp.count("missing") == 1 and "pubmed: missing" not in mlp
     assert "- nettack-cora (TWIRLS): graph: prognn" in prognn and "all cells" not in prognn
 
 
@@ -219,10 +222,16 @@ def test_device_section_counts_stages_per_device(tmp_path):
                        write("c.json", {"status": "ok", "device": "cuda"}),
                        write("d.json", {"status": "no-data", "reason": "missing"}),
                        tmp_path / "never-run.json"],
-             "sweep@…": [write("e.json", {"status": "ok"})]}
+             "sweep@…": [write("e.json", {"status": "ok"})],
+             # one entry per graph (table4-twirls@, table9@): the devices of the parts that ran
+             "attn@…": [write("f.json", {"clean": {"status": "ok", "device": "cuda"},
+                                         "fast": {"status": "ok", "device": "cpu, cuda"},
+                                         "prognn": {"status": "no-data"}}),
+                        write("g.json", {"clean": {"status": "no-data"}})]}
     counts = device_counts(files)
     assert counts["train@…"] == {"cuda": 2, "cpu": 1}
     assert counts["sweep@…"] == {"not recorded": 1}
+    assert counts["attn@…"] == {"cpu, cuda": 1}
     text = "\n".join(device_lines(counts))
     assert "| `train@…` | cpu: 1, cuda: 2 |" in text
     assert "| `sweep@…` | not recorded: 1 |" in text

@@ -97,6 +97,59 @@ def test_empty_validation_reports_the_last_epoch_and_patience_stops_early():
     assert len(run.history) == run.best_epoch + 6 < 500
 
 
+@pytest.mark.parametrize("patience", [20, 150])  # 20 stops early, 150 lets the lr decay
+def test_geom_gcn_selection_follows_the_authors_training_loop(patience):
+    """``selection: geom-gcn`` against train_GeomGCN.py's loop written out by hand: the same
+    epochs, learning rates, stopping epoch and last-epoch scores."""
+    import copy
+
+    import torch.nn.functional as F
+
+    ops, x, labels, split = easy_dataset(4)
+    torch.manual_seed(0)
+    model = build_model("gcn", {"hidden": 8, "dropout": 0.8}, 16, 3)
+    theirs = copy.deepcopy(model)
+    cfg = TrainConfig(epochs=600, lr=0.05, patience=patience, selection="geom-gcn")
+    torch.manual_seed(1)
+    run = train_run(model, ops, x, labels, split, cfg)
+
+    torch.manual_seed(1)
+    opt = torch.optim.Adam(theirs.parameters(), lr=0.05)
+    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.8, patience=50)
+    vacc_mx, vlss_mn, curr_step, lrs = 0.0, float("inf"), 0, []
+    for _ in range(600):
+        theirs.train()
+        loss = F.nll_loss(F.log_softmax(theirs(ops, x), 1)[split.train], labels[split.train])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        theirs.eval()
+        with torch.no_grad():
+            logp = F.log_softmax(theirs(ops, x), 1)
+        val_loss = F.nll_loss(logp[split.val], labels[split.val]).item()
+        val_acc = (logp[split.val].argmax(1) == labels[split.val]).sum().item() / len(split.val)
+        sched.step(val_loss)
+        lrs.append(opt.param_groups[0]["lr"])
+        if val_acc >= vacc_mx or val_loss <= vlss_mn:
+            vacc_mx, vlss_mn, curr_step = max(val_acc, vacc_mx), min(val_loss, vlss_mn), 0
+        else:
+            curr_step += 1
+            if curr_step >= patience:
+                break
+    test_acc = (logp[split.test].argmax(1) == labels[split.test]).sum().item() / len(split.test)
+    last = len(lrs) - 1
+    assert run.best_epoch == last == len(run.history) - 1  # stopped at the same epoch: the last
+    assert run.test == test_acc and run.val == val_acc
+    assert run.history[-1]["val_loss"] == pytest.approx(val_loss, rel=1e-6)
+    assert "val_loss" not in run.extra
+    if patience == 20:
+        assert last < 599  # the stopping rule fired
+    else:
+        assert min(lrs) < 0.05  # the learning rate decayed (equal losses: equal decays)
+    with pytest.raises(ValueError, match="selection 'best-vall' is not one of best-val"):
+        TrainConfig(selection="best-vall")
+
+
 def test_multilabel_training_and_ignn_f1():
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn(60, 6, generator=gen)

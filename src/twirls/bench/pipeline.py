@@ -97,7 +97,7 @@ def full_repro(repo: Path, env: dict[str, str], out: Path) -> int:
     load_before = round(os.getloadavg()[0], 2)
     cpu_before = children_cpu_seconds()
     total, stages, _ = timed(["dvc", "repro", "-f"], repo, env)
-    run = {"command": "dvc repro -f", "commit": commit, "cores": available_cores(),
+    run = {"command": "dvc repro -f", "commit": commit, "cores": available_cores(), **machine(),
            "load_before": load_before, "load_after": round(os.getloadavg()[0], 2),
            "cpu_s": round(children_cpu_seconds() - cpu_before, 1),
            "seconds": total, "hours": round(total / 3600, 2), "stages": stages,
@@ -106,6 +106,22 @@ def full_repro(repo: Path, env: dict[str, str], out: Path) -> int:
     write_json(out, old | {"full_repro": run})
     print(json.dumps({k: v for k, v in run.items() if k != "stages"}, indent=1))
     return 0
+
+
+def machine() -> dict[str, str]:
+    """The CPU model and the kernels PyTorch dispatches to (results can differ in the last bits
+    between CPU generations, so a run says where it ran)."""
+    import platform
+
+    import torch
+
+    model = platform.processor() or "unknown"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                 if line.startswith("model name")]
+        model = names[0] if names else model
+    return {"cpu": model, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
 def children_cpu_seconds() -> float:

@@ -124,12 +124,12 @@ def check_model(path: str, model: Any, cfg: Any) -> None:
 
 
 def check_train_cfg(path: str, cfg: Any) -> None:
-    from twirls.train.loop import TrainConfig
+    from twirls.train.loop import SELECTIONS, TrainConfig
 
     if cfg is None:
         return
     cfg = mapping(path, cfg)
-    keys(path, cfg, ("epochs", "lr", "weight_decay", "patience"))
+    keys(path, cfg, ("epochs", "lr", "weight_decay", "patience", "selection"))
     if "epochs" in cfg:
         number(f"{path}.epochs", cfg["epochs"], integer=True, lo=1)
     if "lr" in cfg:
@@ -138,6 +138,8 @@ def check_train_cfg(path: str, cfg: Any) -> None:
         number(f"{path}.weight_decay", cfg["weight_decay"], lo=0)
     if cfg.get("patience") is not None:
         number(f"{path}.patience", cfg["patience"], integer=True, lo=1)
+    if "selection" in cfg:
+        choose(f"{path}.selection", cfg["selection"], SELECTIONS, "selection")
     TrainConfig.from_config(cfg)
 
 

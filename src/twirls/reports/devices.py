@@ -23,13 +23,30 @@ def device_counts(metrics_files: dict[str, list[Path]]) -> dict[str, Counter]:
         for path in paths:
             if not path.exists():
                 continue
-            metrics = json.loads(path.read_text())
-            if metrics.get("status", "ok") != "ok":
-                continue
-            counts[str(metrics.get("device", NOT_RECORDED))] += 1
+            device = stage_device(json.loads(path.read_text()))
+            if device is not None:
+                counts[device] += 1
         if counts:
             out[kind] = counts
     return out
+
+
+def stage_device(metrics: dict) -> str | None:
+    """The device a stage's metrics file records; None when the stage ran nothing (``no-data``).
+
+    A stage with several parts (the graphs of ``table4-twirls@``, the truncations of ``table9@``)
+    records one entry per part, each with its device: their devices, comma-separated."""
+    if metrics.get("status", "ok") != "ok":
+        return None
+    if "device" in metrics:
+        return str(metrics["device"])
+    parts = [v for v in metrics.values() if isinstance(v, dict) and "status" in v]
+    ran = [part for part in parts if part.get("status", "ok") == "ok"]
+    if parts and not ran:
+        return None
+    devices = sorted({d.strip() for part in ran for d in str(part.get("device", "")).split(",")
+                      if d.strip()})
+    return ", ".join(devices) if devices else NOT_RECORDED
 
 
 def device_lines(counts: dict[str, Counter]) -> list[str]:

@@ -41,5 +41,11 @@ def cell_notes(rows: pd.DataFrame, datasets: list[str] | None = None,
     place = {d: i for i, d in enumerate(in_paper_order(rows["dataset"], datasets))}
     notes = sorted(dict.fromkeys(noted["note"]),
                    key=lambda n: min(place[d] for d in noted.loc[noted["note"] == n, "dataset"]))
-    return [f"- {covered_cells(noted[noted['note'] == n], rows, datasets, models)}: {n}"
-            for n in notes]
+    lines = []
+    for n in notes:
+        group = noted[noted["note"] == n]
+        shown = n
+        if group["dataset"].nunique() == 1:  # "pubmed: cannot download ..." under pubmed's
+            shown = n.removeprefix(f"{group['dataset'].iloc[0]}: ")  # cells: the name once
+        lines.append(f"- {covered_cells(group, rows, datasets, models)}: {shown}")
+    return lines

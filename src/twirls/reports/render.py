@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from twirls.reports.explanations import ALL
-from twirls.reports.figures_index import FIGURES
+from twirls.reports.figures_index import FIGURES, NOT_BUILT
 from twirls.reports.notes import cell_notes
 from twirls.reports.order import in_paper_order, natural_key, paper_order
 from twirls.reports.results import COMPARED_WITH, STATUSES, read_paper
@@ -42,6 +42,8 @@ EXTRA_TABLES: dict[str, str] = {
     "citeseer-alpha-steps-paper-k2": "Extra: Table 8 with the paper's equations, K = 2 (Table 6)",
     "citeseer-alpha-steps-paper-k1": "Extra: Table 8 with the paper's equations, K = 1",
     "citeseer-alpha-steps-reference-k2": "Extra: Table 8 with the authors' reference code, K = 2",
+    "geom-gcn-best-val": "Extra: Table 3's Geom-GCN with our loop (best validation accuracy) "
+                         "instead of its authors'",
 }
 
 
@@ -319,6 +321,9 @@ def write_index(results: pd.DataFrame, reports: Path, figures_made: set[str],
         status = ("no data (the figure says why)" if fig in figures_no_data
                   else "generated" if made else "not generated yet")
         lines.append(f"| {title} | {link} | {status} |")
+    lines += ["", "Curves the paper draws that no stage runs:", ""]
+    lines += [f"- {curve} ({FIGURES[fig].split(':')[0]}): {why}."
+              for fig, missing in NOT_BUILT.items() for curve, why in missing]
     lines += ["", "All cells: [results.csv](results.csv). Dataset statistics with how each count "
               "was made, homophily and splits: [tables/datasets.md](tables/datasets.md).", "",
               *(device_section or [])]

@@ -44,6 +44,8 @@ from twirls.models.graph_ops import GraphOps
 from twirls.train.metrics import accuracy_tensor, multilabel_f1_tensor
 
 HOST_READ_EVERY = 32  # epochs between reads of the scores to the host on CUDA
+SELECTIONS = ("best-val", "geom-gcn")  # TrainConfig.selection
+GEOM_GCN_LR_FACTOR, GEOM_GCN_LR_PATIENCE = 0.8, 50  # train_GeomGCN.py's defaults
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,13 @@ class TrainConfig:
         weight_decay: L2 penalty (Adam's ``weight_decay``).
         patience: stop after this many epochs without a new best validation score
             (``None``: never; the reference's ``--patience``).
+        selection: which epoch a run reports. ``"best-val"``: the best validation score (the
+            paper's protocol, see the module doc). ``"geom-gcn"``: the loop of Geom-GCN's
+            authors (``train_GeomGCN.py``): patience counts the epochs in which the validation
+            accuracy reached no new maximum *and* the validation loss no new minimum, the
+            learning rate is multiplied by 0.8 after 50 epochs without a lower validation loss
+            (``ReduceLROnPlateau``), and the scores are those of the last epoch (their saved
+            "early" ``state_dict`` shares the live weights, so the test reads the last epoch).
         progress: show a tqdm bar.
     """
 
@@ -63,7 +72,13 @@ class TrainConfig:
     lr: float = 0.01
     weight_decay: float = 0.0
     patience: int | None = None
+    selection: str = "best-val"
     progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"train config: selection {self.selection!r} is not one of "
+                             f"{', '.join(SELECTIONS)}")
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> TrainConfig:
@@ -141,9 +156,10 @@ def score_names(labels: Tensor) -> list[str]:
 
 
 def evaluate_tensor(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
-                    split: Split) -> Tensor:
+                    split: Split, val_loss: bool = False) -> Tensor:
     """Scores of :func:`evaluate` as one float64 tensor on the model's device (named by
-    :func:`score_names`), so that training reads nothing back to the host."""
+    :func:`score_names`), so that training reads nothing back to the host; ``val_loss``: the
+    validation loss of the same forward pass follows them."""
     was_training = model.training
     model.eval()
     with torch.no_grad():
@@ -156,6 +172,8 @@ def evaluate_tensor(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: T
             parts.append(multilabel_f1_tensor(logits[idx], labels[idx]))
         else:
             parts.append(accuracy_tensor(logits[idx], labels[idx]).reshape(1))
+    if val_loss:
+        parts.append(_loss(logits[split.val], labels[split.val]).double().reshape(1))
     return torch.cat(parts)
 
 
@@ -193,6 +211,10 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
     history: list[dict[str, float]] = []
     names = ["loss", *score_names(labels)]
     read_every = read_every or (1 if device.type == "cpu" else HOST_READ_EVERY)
+    geom = GeomGCNSelection(optimizer, split, labels) if cfg.selection == "geom-gcn" else None
+    if geom is not None:
+        names.append("val_loss")
+        read_every = 1  # the learning rate follows each epoch's validation loss
     pending: list[Tensor] = []  # per epoch: loss and scores, still on the device
     start = time.perf_counter()
     bar = tqdm(total=cfg.epochs, desc=desc or type(model).__name__, disable=not cfg.progress,
@@ -204,7 +226,7 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
         loss = _loss(model(ops, x)[split.train], labels[split.train])
         loss.backward()
         optimizer.step()
-        scores = evaluate_tensor(model, ops, x, labels, split)
+        scores = evaluate_tensor(model, ops, x, labels, split, val_loss=geom is not None)
         pending.append(torch.cat([loss.detach().double().reshape(1), scores]))
         if len(pending) < read_every and epoch < cfg.epochs - 1:
             continue
@@ -214,7 +236,10 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
         for offset, row in enumerate(rows):
             record = {"epoch": first + offset, **dict(zip(names, row, strict=True))}
             history.append(record)
-            if not has_val or best is None or record["val"] >= best["val"]:
+            if geom is not None:  # the last epoch is reported; patience as Geom-GCN counts it
+                best, best_epoch = record, record["epoch"]
+                since_best = 0 if geom.step(record["val"], record["val_loss"]) else since_best + 1
+            elif not has_val or best is None or record["val"] >= best["val"]:
                 best, best_epoch, since_best = record, record["epoch"], 0
             else:
                 since_best += 1
@@ -230,10 +255,31 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
     bar.close()
     if best is None:
         raise ValueError("train_run: epochs must be >= 1")
-    extra = {k: v for k, v in best.items() if k not in ("epoch", "loss", "train", "val", "test")}
+    extra = {k: v for k, v in best.items()
+             if k not in ("epoch", "loss", "train", "val", "test", "val_loss")}
     return RunResult(seed=seed, best_epoch=best_epoch, train=best["train"], val=best["val"],
                      test=best["test"], extra=extra, history=history,
                      seconds=time.perf_counter() - start)
+
+
+class GeomGCNSelection:
+    """The bookkeeping of ``selection: geom-gcn`` (see :class:`TrainConfig`): the running maximum
+    of the validation accuracy and minimum of the validation loss, and the learning-rate decay."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, split: Split, labels: Tensor) -> None:
+        if labels.dim() != 1 or split.val.numel() == 0:
+            raise ValueError("train_run: selection 'geom-gcn' needs class labels and validation "
+                             "nodes")
+        self.scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer, factor=GEOM_GCN_LR_FACTOR, patience=GEOM_GCN_LR_PATIENCE)
+        self.max_acc, self.min_loss = 0.0, math.inf
+
+    def step(self, val_acc: float, val_loss: float) -> bool:
+        """Record one epoch; True when it reached a new best accuracy or loss (ties count)."""
+        self.scheduler.step(val_loss)
+        improved = val_acc >= self.max_acc or val_loss <= self.min_loss
+        self.max_acc, self.min_loss = max(val_acc, self.max_acc), min(val_loss, self.min_loss)
+        return improved
 
 
 def seed_run(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor | None,
