@@ -1,0 +1,119 @@
+"""Did a rerun change any result? Per-run scores of ``results/`` against a git revision.
+
+The project's rule is that a refactor changes no result: rerun stages, then compare each cell's
+per-run scores (``extra.test_per_run``, else the mean) with the committed ones. Scores equal to
+:data:`TOLERANCE` percentage points count as the same run (the float32 accuracy of older results,
+e.g. 71.52999997, against the exact fraction 71.53). The same comparison measures how far a
+rerun on another machine moves the cells (CPU generations round float32 kernels differently).
+
+``python -m twirls.bench.rerun_diff --ref HEAD [--results DIR] [--out FILE]``: every cell of every
+``*.json`` under ``DIR`` (default ``results``) whose file exists at ``--ref``; prints a summary and
+writes JSON (cells, the runs that moved, the largest moves of the mean).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+TOLERANCE = 1e-4  # percentage points: float32 accuracy vs the exact fraction differ by < 1e-5
+
+
+def committed_text(path: Path, ref: str, repo: Path) -> str | None:
+    """The file at ``ref`` (``git show``), or None when it did not exist there."""
+    proc = subprocess.run(["git", "show", f"{ref}:{path.as_posix()}"], cwd=repo,
+                          capture_output=True, text=True)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def cell_runs(cell: dict[str, Any]) -> list[float]:
+    """A cell's per-run test scores, or its mean alone when the stage keeps no runs."""
+    runs = (cell.get("extra") or {}).get("test_per_run")
+    if runs:
+        return [float(v) for v in runs]
+    mean = cell.get("mean")
+    return [] if mean is None else [float(mean)]
+
+
+def compare_cells(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per cell present in both (matched by table, dataset, model, metric)."""
+    def key(c: dict[str, Any]) -> tuple:
+        return c.get("table"), c.get("dataset"), c.get("model"), c.get("metric")
+
+    before = {key(c): c for c in old if isinstance(c, dict)}
+    rows = []
+    for cell in new:
+        if not isinstance(cell, dict) or key(cell) not in before:
+            continue
+        a, b = cell_runs(before[key(cell)]), cell_runs(cell)
+        if not a or not b or cell.get("metric") in ("seconds", "parameters"):
+            continue  # no-data cells, and timings (which change on every run)
+        runs_moved = (sum(abs(x - y) > TOLERANCE for x, y in zip(a, b, strict=True))
+                      if len(a) == len(b)
+                      else len(b))
+        rows.append({"table": key(cell)[0], "dataset": key(cell)[1], "model": key(cell)[2],
+                     "runs": len(b), "runs_moved": runs_moved, "moved": runs_moved > 0,
+                     "mean_before": before[key(cell)].get("mean"), "mean_after": cell.get("mean"),
+                     "std_before": before[key(cell)].get("std")})
+    return rows
+
+
+def compare_tree(results: Path, ref: str, repo: Path) -> list[dict[str, Any]]:
+    """:func:`compare_cells` over every results file that ``ref`` also has."""
+    rows = []
+    for path in sorted(results.rglob("*.json")):
+        text = committed_text(path.relative_to(repo), ref, repo)
+        if text is None:
+            continue
+        old, new = json.loads(text), json.loads(path.read_text())
+        if isinstance(old, list) and isinstance(new, list):
+            for row in compare_cells(old, new):
+                rows.append({"file": path.relative_to(repo).as_posix(), **row})
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    moved = [r for r in rows if r["moved"]]
+    shifts = [abs(r["mean_after"] - r["mean_before"]) for r in moved
+              if r["mean_after"] is not None and r["mean_before"] is not None]
+    largest = sorted(moved, key=lambda r: -abs((r["mean_after"] or 0) - (r["mean_before"] or 0)))
+    return {"cells": len(rows), "cells_moved": len(moved),
+            "runs": sum(r["runs"] for r in rows),
+            "runs_moved": sum(r["runs_moved"] for r in rows),
+            "largest_mean_shift": round(max(shifts), 4) if shifts else 0.0,
+            "largest": [{k: r.get(k) for k in ("file", "model", "dataset", "runs", "runs_moved",
+                                           "mean_before", "mean_after", "std_before")}
+                        for r in largest[:15]]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--ref", default="HEAD", help="git revision holding the earlier results")
+    parser.add_argument("--results", type=Path, default=Path("results"))
+    parser.add_argument("--out", type=Path, help="write the comparison as JSON here")
+    args = parser.parse_args(argv)
+    repo = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
+                               text=True, check=True).stdout.strip())
+    rows = compare_tree(args.results.resolve(), args.ref, repo)
+    report = {"ref": args.ref, **summary(rows), "moved": [r for r in rows if r["moved"]]}
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.out.with_name(args.out.name + ".part")
+        tmp.write_text(json.dumps(report, indent=1) + "\n")
+        os.replace(tmp, args.out)
+    print(json.dumps({k: v for k, v in report.items() if k not in ("moved", "largest")}))
+    for r in report["largest"]:
+        delta = (r["mean_after"] or math.nan) - (r["mean_before"] or math.nan)
+        print(f"  {r['file']}: {r['model']} on {r['dataset']}: {r['runs_moved']}/{r['runs']} runs "
+              f"moved, mean {r['mean_before']:.2f} -> {r['mean_after']:.2f} ({delta:+.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

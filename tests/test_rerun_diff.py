@@ -1,0 +1,44 @@
+"""twirls.bench.rerun_diff: per-run scores of results/ against a git revision."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from twirls.bench.rerun_diff import compare_cells, compare_tree, summary
+
+
+def cell(model, runs, mean=None, metric="accuracy"):
+    return {"table": "t", "dataset": "cora", "model": model, "metric": metric,
+            "mean": sum(runs) / len(runs) if mean is None else mean, "std": 0.5,
+            "extra": {"test_per_run": runs}}
+
+
+def test_float32_scores_equal_their_exact_fraction_and_a_moved_run_is_counted():
+    old = [cell("GCN", [71.52999997138977, 80.0]), cell("SGC", [70.0, 70.0]),
+           cell("MLP", [1.0], metric="seconds")]
+    new = [cell("GCN", [71.53, 80.0]), cell("SGC", [70.0, 71.0]),
+           cell("MLP", [2.0], metric="seconds"), cell("new", [1.0])]
+    rows = {r["model"]: r for r in compare_cells(old, new)}
+    assert set(rows) == {"GCN", "SGC"}  # timings and cells without a past are left out
+    assert not rows["GCN"]["moved"] and rows["SGC"]["runs_moved"] == 1
+    s = summary(list(rows.values()))
+    assert (s["cells"], s["cells_moved"], s["runs_moved"]) == (2, 1, 1)
+    assert s["largest_mean_shift"] == 0.5 and s["largest"][0]["model"] == "SGC"
+
+
+def test_compare_tree_reads_the_committed_file_from_git(tmp_path):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    results = tmp_path / "results"
+    results.mkdir()
+    path = results / "a.json"
+    path.write_text(json.dumps([cell("GCN", [80.0, 81.0])]))
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    path.write_text(json.dumps([cell("GCN", [80.0, 82.0])]))
+    (results / "uncommitted.json").write_text(json.dumps([cell("GCN", [1.0])]))
+    rows = compare_tree(results, "HEAD", tmp_path)
+    assert [(r["file"], r["runs_moved"]) for r in rows] == [("results/a.json", 1)]
