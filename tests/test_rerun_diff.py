@@ -42,3 +42,4 @@ def test_compare_tree_reads_the_committed_file_from_git(tmp_path):
     (results / "uncommitted.json").write_text(json.dumps([cell("GCN", [1.0])]))
     rows = compare_tree(results, "HEAD", tmp_path)
     assert [(r["file"], r["runs_moved"]) for r in rows] == [("results/a.json", 1)]
+    assert compare_tree(path, "HEAD", tmp_path) == rows  # one file

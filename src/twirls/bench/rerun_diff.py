@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from twirls.bench.pipeline import machine
+
 TOLERANCE = 1e-4  # percentage points: float32 accuracy vs the exact fraction differ by < 1e-5
 
 
@@ -65,9 +67,10 @@ def compare_cells(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[
 
 
 def compare_tree(results: Path, ref: str, repo: Path) -> list[dict[str, Any]]:
-    """:func:`compare_cells` over every results file that ``ref`` also has."""
+    """:func:`compare_cells` over every results file (``results``: a folder or one file) that
+    ``ref`` also has."""
     rows = []
-    for path in sorted(results.rglob("*.json")):
+    for path in [results] if results.is_file() else sorted(results.rglob("*.json")):
         text = committed_text(path.relative_to(repo), ref, repo)
         if text is None:
             continue
@@ -101,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     repo = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
                                text=True, check=True).stdout.strip())
     rows = compare_tree(args.results.resolve(), args.ref, repo)
-    report = {"ref": args.ref, **summary(rows), "moved": [r for r in rows if r["moved"]]}
+    report = {"ref": args.ref, "rerun_on": machine(), **summary(rows),
+              "moved": [r for r in rows if r["moved"]]}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         tmp = args.out.with_name(args.out.name + ".part")
