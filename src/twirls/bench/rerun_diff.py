@@ -1,7 +1,7 @@
 """Did a rerun change any result? Per-run scores of ``results/`` against a git revision.
 
 The project's rule is that a refactor changes no result: rerun stages, then compare each cell's
-per-run scores (``extra.test_per_run``, else the mean) with the committed ones. Scores equal to
+per-run scores (``extra.test_per_run``, else the mean) with the committed ones. Scores within
 :data:`TOLERANCE` percentage points count as the same run (the float32 accuracy of older results,
 e.g. 71.52999997, against the exact fraction 71.53). The same comparison measures how far a
 rerun on another machine moves the cells (CPU generations round float32 kernels differently).
