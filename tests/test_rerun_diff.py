@@ -16,11 +16,12 @@ def cell(model, runs, mean=None, metric="accuracy"):
 
 def test_float32_scores_equal_their_exact_fraction_and_a_moved_run_is_counted():
     old = [cell("GCN", [71.52999997138977, 80.0]), cell("SGC", [70.0, 70.0]),
-           cell("MLP", [1.0], metric="seconds")]
+           cell("MLP", [1.0], metric="train_seconds"), cell("Cora", [5278.0], metric="edges")]
     new = [cell("GCN", [71.53, 80.0]), cell("SGC", [70.0, 71.0]),
-           cell("MLP", [2.0], metric="seconds"), cell("new", [1.0])]
+           cell("MLP", [2.0], metric="train_seconds"), cell("Cora", [5278.0], metric="edges"),
+           cell("new", [1.0])]
     rows = {r["model"]: r for r in compare_cells(old, new)}
-    assert set(rows) == {"GCN", "SGC"}  # timings and cells without a past are left out
+    assert set(rows) == {"GCN", "SGC"}  # scores only, and only cells with a past
     assert not rows["GCN"]["moved"] and rows["SGC"]["runs_moved"] == 1
     s = summary(list(rows.values()))
     assert (s["cells"], s["cells_moved"], s["runs_moved"]) == (2, 1, 1)

@@ -1,10 +1,11 @@
 """Did a rerun change any result? Per-run scores of ``results/`` against a git revision.
 
 The project's rule is that a refactor changes no result: rerun stages, then compare each cell's
-per-run scores (``extra.test_per_run``, else the mean) with the committed ones. Scores within
-:data:`TOLERANCE` percentage points count as the same run (the float32 accuracy of older results,
-e.g. 71.52999997, against the exact fraction 71.53). The same comparison measures how far a
-rerun on another machine moves the cells (CPU generations round float32 kernels differently).
+per-run scores (``extra.test_per_run``, else the mean; score metrics only) with the committed
+ones. Scores within :data:`TOLERANCE` percentage points count as the same run (the float32
+accuracy of older results, e.g. 71.52999997, against the exact fraction 71.53). The same
+comparison measures how far a rerun on another machine moves the cells (CPU generations round
+float32 kernels differently).
 
 ``python -m twirls.bench.rerun_diff --ref HEAD [--results DIR] [--out FILE]``: every cell of every
 ``*.json`` under ``DIR`` (default ``results``) whose file exists at ``--ref``; prints a summary and
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from twirls.bench.pipeline import machine
+from twirls.reports.results import SCORE_METRICS
 
 TOLERANCE = 1e-4  # percentage points: float32 accuracy vs the exact fraction differ by < 1e-5
 
@@ -53,9 +55,11 @@ def compare_cells(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[
     for cell in new:
         if not isinstance(cell, dict) or key(cell) not in before:
             continue
+        if cell.get("metric") not in SCORE_METRICS:
+            continue  # timings change on every run; counts (Table 5, parameters) are no runs
         a, b = cell_runs(before[key(cell)]), cell_runs(cell)
-        if not a or not b or cell.get("metric") in ("seconds", "parameters"):
-            continue  # no-data cells, and timings (which change on every run)
+        if not a or not b:
+            continue  # no-data cells
         runs_moved = (sum(abs(x - y) > TOLERANCE for x, y in zip(a, b, strict=True))
                       if len(a) == len(b)
                       else len(b))
