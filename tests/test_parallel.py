@@ -10,6 +10,7 @@ import scipy.sparse as sp
 import torch
 
 from twirls.data.graph import GraphData, Split, undirected_graph
+from twirls.train.cpu import configure_cpu, flushes_denormals
 from twirls.train.experiment import run_experiment
 from twirls.train.parallel import available_cores, resolve_jobs, run_all
 
@@ -48,6 +49,19 @@ def test_run_all_keeps_order_and_uses_other_processes():
 def test_an_error_in_a_worker_is_raised_in_the_stage():
     with pytest.raises(ValueError, match="run 3 failed"):
         run_all([lambda: 1, lambda: 2, _fail, lambda: 4], jobs=2)
+
+
+def test_workers_inherit_the_stage_flushing_denormals():
+    # a stage flushes denormals (the late epochs of long trainings stay fast); its forked
+    # workers must too, or the parallel runs would be the slow ones
+    assert not flushes_denormals()  # torch's default
+    try:
+        configure_cpu()
+        assert flushes_denormals()
+        assert run_all([flushes_denormals] * 4, jobs=2) == [True] * 4
+    finally:
+        torch.set_flush_denormal(False)
+    assert not flushes_denormals()
 
 
 def test_resolve_jobs():

@@ -61,14 +61,14 @@ class StageOutputs:
 
 
 def open_stage(stage: str) -> dict[str, Any]:
-    """The params ``stage`` declares in ``dvc.yaml``, checked against the schema, with torch's
-    thread count set from ``threads`` when the stage declares it."""
+    """The params ``stage`` declares in ``dvc.yaml``, checked against the schema; the process
+    flushes denormals to zero and uses ``threads`` torch threads when the stage declares it
+    (:func:`twirls.train.cpu.configure_cpu`)."""
+    from twirls.train.cpu import configure_cpu
+
     params = load_params(stage)
     check_params(params)
-    if "threads" in params:
-        import torch
-
-        torch.set_num_threads(int(params["threads"]))
+    configure_cpu(params.get("threads"))
     return params
 
 

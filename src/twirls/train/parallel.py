@@ -10,7 +10,8 @@ Each run is a zero-argument callable that seeds everything it uses (see
 what ran there before: the parallel results are bit-identical to the sequential ones, in the
 same order. Workers are forked (Linux/macOS), so they inherit the loaded dataset and the runs
 themselves without pickling them; only results travel back. Each worker keeps the parent's
-torch thread count, the count the sequential run used.
+torch thread count, the count the sequential run used, and its flushing of denormals
+(:mod:`twirls.train.cpu`).
 
 CUDA runs stay in the stage's own process, one after another: a forked child cannot use the
 parent's CUDA context, and one GPU gains little from several processes.

@@ -1,0 +1,34 @@
+"""The CPU settings of a stage's process: torch's thread count and flush-to-zero of denormals.
+
+Long trainings with weight decay drive some numbers into the denormal range (|x| < 1.2e-38 in
+float32): Adam's first moment of a weight whose gradient stays zero shrinks by 0.9 per epoch and
+gets there after ~800 epochs. On x86 CPUs every operation on a denormal takes a slow microcode
+path, so late epochs cost several times the early ones (Geom-GCN on Wisconsin: 8 ms per epoch
+for the first 500 epochs, 38 ms per epoch from epoch 2,000 on, with one thread). Flushing
+denormals to zero (the CPU's FTZ/DAZ flags, :func:`torch.set_flush_denormal`) keeps every epoch
+at its early cost. A denormal is below every quantity the models add it to by more than 2^24,
+so no score moves: the full pipeline rerun with and without it gives the same per-run scores
+(``reports/benchmarks/pipeline.json``, ``full_repro``).
+
+The flags belong to the thread that sets them; threads created later and forked processes
+(the workers of :mod:`twirls.train.parallel`) inherit them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def configure_cpu(threads: int | None = None) -> None:
+    """Flush denormals to zero in this process, and use ``threads`` torch threads if given."""
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    for dtype in (np.float16, np.float32, np.float64):
+        np.finfo(dtype)  # cached before flushing: numpy would warn that its subnormals are zero
+    torch.set_flush_denormal(True)  # False on CPUs without SSE3 (nothing to flush there)
+
+
+def flushes_denormals() -> bool:
+    """Whether this thread flushes denormals: a float32 denormal times one comes out as zero."""
+    return float(torch.tensor([1.0e-40], dtype=torch.float32).mul(1.0).item()) == 0.0
