@@ -28,6 +28,10 @@ def test_timed_gives_each_running_stage_its_own_seconds(tmp_path):
     assert list(stages) == ["fetch@cora", "table2@cora-gcn"]  # the skipped stage is not timed
     assert 0.15 < stages["fetch@cora"] < stages["table2@cora-gcn"] <= total
     assert "Updating lock file" in out
+    seen = []
+    pipeline.timed([sys.executable, "-c", FAKE_DVC], tmp_path, dict(os.environ),
+                   on_stage=seen.append)
+    assert [list(s) for s in seen] == [["fetch@cora"]]  # the last stage is in the return value
 
 
 def test_timed_failure_is_one_clear_exit(tmp_path):
@@ -39,10 +43,20 @@ def test_timed_failure_is_one_clear_exit(tmp_path):
 def test_full_repro_keeps_the_everyday_numbers(tmp_path, monkeypatch):
     out = tmp_path / "pipeline.json"
     out.write_text(json.dumps({"status_s": 3.9, "exp_run": {"seconds": 207.0}}))
-    monkeypatch.setattr(pipeline, "timed", lambda cmd, cwd, env: (
-        7300.0, {"fetch@cora": 1.0, "table8": 1260.0}, ""))
+    seen = []
+
+    def fake_timed(cmd, cwd, env, on_stage):
+        on_stage({"fetch@cora": 1.0})  # an interrupted run would stop here
+        seen.append(json.loads(out.read_text()))
+        return 7300.0, {"fetch@cora": 1.0, "table8": 1260.0}, ""
+
+    monkeypatch.setattr(pipeline, "timed", fake_timed)
     assert pipeline.full_repro(Path(__file__).parents[1], {}, out) == 0  # commit: this repo's
+    assert seen[0]["full_repro"]["complete"] is False
+    assert seen[0]["full_repro"]["stages"] == {"fetch@cora": 1.0}
+    assert seen[0]["status_s"] == 3.9
     data = json.loads(out.read_text())
     assert data["status_s"] == 3.9 and data["exp_run"] == {"seconds": 207.0}
+    assert data["full_repro"]["complete"] is True
     assert data["full_repro"]["hours"] == 2.03
     assert list(data["full_repro"]["slowest"]) == ["table8", "fetch@cora"]

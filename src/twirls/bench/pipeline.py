@@ -7,7 +7,8 @@
   ``python -m twirls.bench.pipeline [--set key=value ...]``.
 * ``--full``: the whole pipeline, ``dvc repro -f``, run in this checkout (its outputs are the
   pipeline's results, to be committed with ``dvc.lock``), with the wall time of every stage;
-  stored under ``full_repro``, next to the everyday loop's numbers.
+  stored under ``full_repro``, next to the everyday loop's numbers (and after each stage, so an
+  interrupted run keeps the stages it finished).
 """
 
 from __future__ import annotations
@@ -21,14 +22,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from twirls.train.parallel import available_cores
 
 
-def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, dict[str, float], str]:
-    """Run ``cmd``; its wall time, the seconds of each ``Running stage`` block, and stdout."""
+def timed(cmd: list[str], cwd: Path, env: dict[str, str],
+          on_stage: Callable[[dict[str, float]], None] | None = None
+          ) -> tuple[float, dict[str, float], str]:
+    """Run ``cmd``; its wall time, the seconds of each ``Running stage`` block, and stdout.
+    ``on_stage``: called with the stages timed so far whenever one finishes."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
@@ -41,6 +46,8 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, dict[s
             now = time.perf_counter()
             if current is not None:
                 stages[current] = round(now - since, 2)
+                if on_stage is not None:
+                    on_stage(dict(stages))
             current, since = (line.split("'")[1], now) if line.startswith("Running") else (
                 None, now)
     end = time.perf_counter()
@@ -91,18 +98,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def full_repro(repo: Path, env: dict[str, str], out: Path) -> int:
-    """``dvc repro -f`` here; its seconds and per-stage seconds merged into ``out``."""
+    """``dvc repro -f`` here; its seconds and per-stage seconds merged into ``out``. The stages
+    finished so far are written after each one (``"complete": false``), so an interrupted run
+    keeps what it measured."""
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
                             text=True, check=True).stdout.strip()
-    load_before = round(os.getloadavg()[0], 2)
+    head = {"command": "dvc repro -f", "commit": commit, "cores": available_cores(), **machine(),
+            "load_before": round(os.getloadavg()[0], 2)}
     cpu_before = children_cpu_seconds()
-    total, stages, _ = timed(["dvc", "repro", "-f"], repo, env)
-    run = {"command": "dvc repro -f", "commit": commit, "cores": available_cores(), **machine(),
-           "load_before": load_before, "load_after": round(os.getloadavg()[0], 2),
-           "cpu_s": round(children_cpu_seconds() - cpu_before, 1),
-           "seconds": total, "hours": round(total / 3600, 2), "stages": stages,
-           "slowest": dict(sorted(stages.items(), key=lambda kv: -kv[1])[:15])}
     old = json.loads(out.read_text()) if out.is_file() else {}
+
+    def partial(stages: dict[str, float]) -> None:
+        write_json(out, old | {"full_repro": head | {
+            "complete": False, "seconds_so_far": round(sum(stages.values()), 2),
+            "stages": stages}})
+
+    total, stages, _ = timed(["dvc", "repro", "-f"], repo, env, on_stage=partial)
+    run = head | {"complete": True, "load_after": round(os.getloadavg()[0], 2),
+                  "cpu_s": round(children_cpu_seconds() - cpu_before, 1),
+                  "seconds": total, "hours": round(total / 3600, 2), "stages": stages,
+                  "slowest": dict(sorted(stages.items(), key=lambda kv: -kv[1])[:15])}
     write_json(out, old | {"full_repro": run})
     print(json.dumps({k: v for k, v in run.items() if k != "stages"}, indent=1))
     return 0
