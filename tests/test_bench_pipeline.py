@@ -60,3 +60,37 @@ def test_full_repro_keeps_the_everyday_numbers(tmp_path, monkeypatch):
     assert data["full_repro"]["complete"] is True
     assert data["full_repro"]["hours"] == 2.03
     assert list(data["full_repro"]["slowest"]) == ["table8", "fetch@cora"]
+
+
+def test_recover_times_stages_from_when_their_outputs_were_written(tmp_path):
+    import subprocess
+
+    import yaml
+
+    repo, start = tmp_path / "repo", 1_000_000.0
+    lock = {"schema": "2.0", "stages": {
+        "fetch@cora": {"outs": [{"path": "data/raw/cora"}]},  # a folder: its newest file
+        "table2@cora-gcn": {"outs": [{"path": "results/a.json"}, {"path": "metrics/a.json"}]},
+        "table8": {"outs": [{"path": "results/b.json"}]},  # not rerun: older than the start
+    }}
+    written = {"data/raw/cora/x": start + 5, "data/raw/cora/y": start + 10,
+               "results/a.json": start + 40, "metrics/a.json": start + 70,
+               "results/b.json": start - 100}
+    for rel, when in written.items():
+        path = repo / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+        os.utime(path, (when, when))
+    (repo / "dvc.lock").write_text(yaml.safe_dump(lock))
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    out = tmp_path / "pipeline.json"
+    out.write_text(json.dumps({"status_s": 3.9}))
+    assert pipeline.recover(repo, start, out) == 0
+    data = json.loads(out.read_text())
+    assert data["status_s"] == 3.9
+    run = data["full_repro"]
+    assert run["complete"] is False and "--recover" in run["method"]
+    assert run["stages"] == {"fetch@cora": 10.0, "table2@cora-gcn": 60.0}
+    assert run["seconds_so_far"] == 70.0
+    with pytest.raises(SystemExit, match="no stage"):
+        pipeline.recover(repo, start + 1000, out)

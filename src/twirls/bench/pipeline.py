@@ -9,6 +9,9 @@
   pipeline's results, to be committed with ``dvc.lock``), with the wall time of every stage;
   stored under ``full_repro``, next to the everyday loop's numbers (and after each stage, so an
   interrupted run keeps the stages it finished).
+* ``--recover START --repo DIR``: the stages of a ``--full`` run in ``DIR`` started at ``START``
+  (ISO time) that was stopped before it wrote anything, from the times its outputs were written
+  (a stage ends when its last output is written, and starts when the one before it ended).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("reports/benchmarks/pipeline.json"))
     parser.add_argument("--full", action="store_true",
                         help="time `dvc repro -f` of everything in this checkout instead")
+    parser.add_argument("--recover", metavar="START",
+                        help="stage times of an interrupted --full run started at START "
+                             "(ISO time, e.g. 2026-11-25T09:53:47), from its outputs' times")
+    parser.add_argument("--repo", type=Path, default=Path.cwd(),
+                        help="with --recover: the checkout the run was in")
     args = parser.parse_args(argv)
+    if args.recover:
+        return recover(args.repo, datetime.fromisoformat(args.recover).timestamp(), args.out)
     sets = args.set or ["attention.p=0.2"]
     repo = Path.cwd()
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "OUTDATED_IGNORE": "1",
@@ -118,6 +129,50 @@ def full_repro(repo: Path, env: dict[str, str], out: Path) -> int:
                   "cpu_s": round(children_cpu_seconds() - cpu_before, 1),
                   "seconds": total, "hours": round(total / 3600, 2), "stages": stages,
                   "slowest": dict(sorted(stages.items(), key=lambda kv: -kv[1])[:15])}
+    write_json(out, old | {"full_repro": run})
+    print(json.dumps({k: v for k, v in run.items() if k != "stages"}, indent=1))
+    return 0
+
+
+def stage_ends(repo: Path, since: float) -> dict[str, float]:
+    """Each stage of ``repo``'s ``dvc.lock`` whose outputs were all written after ``since``
+    (epoch seconds), with the time its last output was written, in that order."""
+    import yaml
+
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())["stages"]
+    ends = {}
+    for name, stage in lock.items():
+        times = []
+        for out in stage.get("outs", []):
+            path = repo / out["path"]
+            files = [f for f in path.rglob("*") if f.is_file()] if path.is_dir() else [path]
+            times += [f.stat().st_mtime for f in files if f.exists()]
+        if times and min(times) >= since:
+            ends[name] = max(times)
+    return dict(sorted(ends.items(), key=lambda kv: kv[1]))
+
+
+def recover(repo: Path, since: float, out: Path) -> int:
+    """The ``full_repro`` record of an interrupted ``--full`` run in ``repo`` that started at
+    ``since``, from :func:`stage_ends`, merged into ``out`` (``"complete": false``)."""
+    ends = stage_ends(repo, since)
+    if not ends:
+        raise SystemExit(f"--recover: no stage of {repo / 'dvc.lock'} wrote all its outputs "
+                         "after the given start; check the time and --repo")
+    stages, before = {}, since
+    for name, end in ends.items():
+        stages[name], before = round(end - before, 2), end
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    total = round(before - since, 2)
+    run = {"command": "dvc repro -f", "commit": commit, "cores": available_cores(), **machine(),
+           "complete": False,
+           "method": "stopped before its end; per-stage seconds from the times each stage's "
+                     "last output was written (python -m twirls.bench.pipeline --recover)",
+           "started": datetime.fromtimestamp(since).isoformat(timespec="seconds"),
+           "seconds_so_far": total, "stages": stages,
+           "slowest": dict(sorted(stages.items(), key=lambda kv: -kv[1])[:15])}
+    old = json.loads(out.read_text()) if out.is_file() else {}
     write_json(out, old | {"full_repro": run})
     print(json.dumps({k: v for k, v in run.items() if k != "stages"}, indent=1))
     return 0
