@@ -6,9 +6,13 @@ gets there after ~800 epochs. On x86 CPUs every operation on a denormal takes a 
 path, so late epochs cost several times the early ones (Geom-GCN on Wisconsin: 8 ms per epoch
 for the first 500 epochs, 38 ms per epoch from epoch 2,000 on, with one thread). Flushing
 denormals to zero (the CPU's FTZ/DAZ flags, :func:`torch.set_flush_denormal`) keeps every epoch
-at its early cost. A denormal is below every quantity the models add it to by more than 2^24,
-so no score moves: the full pipeline rerun with and without it gives the same per-run scores
-(``reports/benchmarks/pipeline.json``, ``full_repro``).
+at its early cost. A denormal is below almost every quantity the models add it to by more
+than 2^24, so scores rarely move: the full rerun with it (`reports/benchmarks/
+rerun-flush-denormals.json`) moved 5 of the 1,078 runs last computed on this machine, all of
+them MLP on the small heterophily graphs (Cornell, Texas, Wisconsin; their means by -0.81,
+-0.54, -0.20 points, inside one std), where a weight flushed to zero ends a run at another
+epoch; every other run is unchanged (the other 9 runs that moved, Table 12's stand-in, were last
+computed on another machine).
 
 The flags belong to the thread that sets them; threads created later and forked processes
 (the workers of :mod:`twirls.train.parallel`) inherit them.
