@@ -90,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copytree(repo / "data" / "raw", clone / "data" / "raw", symlinks=True)
         for key, value in (("user.name", "bench"), ("user.email", "bench@localhost")):
             subprocess.run(["git", "config", key, value], cwd=clone, check=True)
-        report: dict[str, Any] = {"cores": available_cores(), "commit": subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
-            check=True).stdout.strip()}
+        report: dict[str, Any] = {"cores": available_cores(), "commit": head_commit(repo)}
         report["first_status_s"], _, _ = timed(["dvc", "status"], clone, env)
         report["status_s"], _, _ = timed(["dvc", "status"], clone, env)
         report["noop_repro_s"], ran, _ = timed(["dvc", "repro"], clone, env)
@@ -112,10 +110,7 @@ def full_repro(repo: Path, env: dict[str, str], out: Path) -> int:
     """``dvc repro -f`` here; its seconds and per-stage seconds merged into ``out``. The stages
     finished so far are written after each one (``"complete": false``), so an interrupted run
     keeps what it measured."""
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                            text=True, check=True).stdout.strip()
-    head = {"command": "dvc repro -f", "commit": commit, "cores": available_cores(), **machine(),
-            "load_before": round(os.getloadavg()[0], 2)}
+    head = run_header(repo) | {"load_before": round(os.getloadavg()[0], 2)}
     cpu_before = children_cpu_seconds()
     old = json.loads(out.read_text()) if out.is_file() else {}
 
@@ -128,7 +123,7 @@ def full_repro(repo: Path, env: dict[str, str], out: Path) -> int:
     run = head | {"complete": True, "load_after": round(os.getloadavg()[0], 2),
                   "cpu_s": round(children_cpu_seconds() - cpu_before, 1),
                   "seconds": total, "hours": round(total / 3600, 2), "stages": stages,
-                  "slowest": dict(sorted(stages.items(), key=lambda kv: -kv[1])[:15])}
+                  "slowest": slowest(stages)}
     write_json(out, old | {"full_repro": run})
     print(json.dumps({k: v for k, v in run.items() if k != "stages"}, indent=1))
     return 0
@@ -162,20 +157,33 @@ def recover(repo: Path, since: float, out: Path) -> int:
     stages, before = {}, since
     for name, end in ends.items():
         stages[name], before = round(end - before, 2), end
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                            text=True).stdout.strip() or "unknown"
-    total = round(before - since, 2)
-    run = {"command": "dvc repro -f", "commit": commit, "cores": available_cores(), **machine(),
-           "complete": False,
-           "method": "stopped before its end; per-stage seconds from the times each stage's "
-                     "last output was written (python -m twirls.bench.pipeline --recover)",
-           "started": datetime.fromtimestamp(since).isoformat(timespec="seconds"),
-           "seconds_so_far": total, "stages": stages,
-           "slowest": dict(sorted(stages.items(), key=lambda kv: -kv[1])[:15])}
+    run = run_header(repo) | {
+        "complete": False,
+        "method": "stopped before its end; per-stage seconds from the times each stage's last "
+                  "output was written (python -m twirls.bench.pipeline --recover)",
+        "started": datetime.fromtimestamp(since).isoformat(timespec="seconds"),
+        "seconds_so_far": round(before - since, 2), "stages": stages, "slowest": slowest(stages)}
     old = json.loads(out.read_text()) if out.is_file() else {}
     write_json(out, old | {"full_repro": run})
     print(json.dumps({k: v for k, v in run.items() if k != "stages"}, indent=1))
     return 0
+
+
+def head_commit(repo: Path) -> str:
+    """The commit checked out in ``repo`` (``"unknown"`` outside a git checkout)."""
+    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True)
+    return proc.stdout.strip() or "unknown"
+
+
+def run_header(repo: Path) -> dict[str, Any]:
+    """What a ``full_repro`` record says about the run: its command, commit and machine."""
+    return {"command": "dvc repro -f", "commit": head_commit(repo), "cores": available_cores(),
+            **machine()}
+
+
+def slowest(stages: dict[str, float], count: int = 15) -> dict[str, float]:
+    """The ``count`` longest stages, longest first."""
+    return dict(sorted(stages.items(), key=lambda kv: -kv[1])[:count])
 
 
 def machine() -> dict[str, str]:

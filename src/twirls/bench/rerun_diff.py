@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from twirls.bench.pipeline import machine
+from twirls.bench.pipeline import machine, write_json
 from twirls.reports.results import SCORE_METRICS
 
 TOLERANCE = 1e-4  # percentage points: float32 accuracy vs the exact fraction differ by < 1e-5
@@ -111,10 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"ref": args.ref, "rerun_on": machine(), **summary(rows),
               "moved": [r for r in rows if r["moved"]]}
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_name(args.out.name + ".part")
-        tmp.write_text(json.dumps(report, indent=1) + "\n")
-        os.replace(tmp, args.out)
+        write_json(args.out, report)
     print(json.dumps({k: v for k, v in report.items() if k not in ("moved", "largest")}))
     for r in report["largest"]:
         delta = (r["mean_after"] or math.nan) - (r["mean_before"] or math.nan)
