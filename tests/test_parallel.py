@@ -54,14 +54,16 @@ def test_an_error_in_a_worker_is_raised_in_the_stage():
 def test_workers_inherit_the_stage_flushing_denormals():
     # a stage flushes denormals (the late epochs of long trainings stay fast); its forked
     # workers must too, or the parallel runs would be the slow ones
-    assert not flushes_denormals()  # torch's default
+    before = flushes_denormals()  # a stage run earlier in this process may have set it
     try:
+        torch.set_flush_denormal(False)
+        assert not flushes_denormals()  # torch's default
         configure_cpu()
         assert flushes_denormals()
         assert run_all([flushes_denormals] * 4, jobs=2) == [True] * 4
     finally:
-        torch.set_flush_denormal(False)
-    assert not flushes_denormals()
+        torch.set_flush_denormal(before)
+    assert flushes_denormals() == before
 
 
 def test_resolve_jobs():
