@@ -112,21 +112,28 @@ def full_repro(repo: Path, env: dict[str, str], out: Path) -> int:
     keeps what it measured."""
     head = run_header(repo) | {"load_before": round(os.getloadavg()[0], 2)}
     cpu_before = children_cpu_seconds()
-    old = json.loads(out.read_text()) if out.is_file() else {}
 
     def partial(stages: dict[str, float]) -> None:
-        write_json(out, old | {"full_repro": head | {
-            "complete": False, "seconds_so_far": round(sum(stages.values()), 2),
-            "stages": stages}})
+        store_full_repro(out, head | {"complete": False,
+                                      "seconds_so_far": round(sum(stages.values()), 2),
+                                      "stages": stages}, announce=False)
 
     total, stages, _ = timed(["dvc", "repro", "-f"], repo, env, on_stage=partial)
     run = head | {"complete": True, "load_after": round(os.getloadavg()[0], 2),
                   "cpu_s": round(children_cpu_seconds() - cpu_before, 1),
                   "seconds": total, "hours": round(total / 3600, 2), "stages": stages,
                   "slowest": slowest(stages)}
-    write_json(out, old | {"full_repro": run})
-    print(json.dumps({k: v for k, v in run.items() if k != "stages"}, indent=1))
+    store_full_repro(out, run)
     return 0
+
+
+def store_full_repro(out: Path, run: dict[str, Any], announce: bool = True) -> None:
+    """``run`` as ``out``'s ``full_repro`` record, its other keys (the everyday loop's numbers)
+    kept; ``announce``: print the record without its per-stage seconds."""
+    old = json.loads(out.read_text()) if out.is_file() else {}
+    write_json(out, old | {"full_repro": run})
+    if announce:
+        print(json.dumps({k: v for k, v in run.items() if k != "stages"}, indent=1))
 
 
 def stage_ends(repo: Path, since: float) -> dict[str, float]:
@@ -163,9 +170,7 @@ def recover(repo: Path, since: float, out: Path) -> int:
                   "output was written (python -m twirls.bench.pipeline --recover)",
         "started": datetime.fromtimestamp(since).isoformat(timespec="seconds"),
         "seconds_so_far": round(before - since, 2), "stages": stages, "slowest": slowest(stages)}
-    old = json.loads(out.read_text()) if out.is_file() else {}
-    write_json(out, old | {"full_repro": run})
-    print(json.dumps({k: v for k, v in run.items() if k != "stages"}, indent=1))
+    store_full_repro(out, run)
     return 0
 
 
