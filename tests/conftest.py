@@ -16,3 +16,15 @@ from hypothesis import settings  # noqa: E402
 # The same examples on every run and machine: a property test that fails, fails every time.
 settings.register_profile("deterministic", derandomize=True, database=None)
 settings.load_profile("deterministic")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _cpu_flags_restored():
+    """A stage entry run in-process (``open_stage`` -> ``twirls.train.cpu.configure_cpu``)
+    flushes denormals for the rest of its process; restore torch's default after each test, so
+    that the tests a worker runs next see IEEE floats (hypothesis refuses to build float
+    strategies when subnormals flush to zero)."""
+    yield
+    torch.set_flush_denormal(False)
