@@ -15,7 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 from scipy.sparse.csgraph import connected_components
+
+from twirls.data.graph import GraphData, Split, undirected_graph
 
 REPO = Path(__file__).resolve().parents[1]
 #: the offline mirror of raw files (CI: ../shared/datasets beside the clone)
@@ -278,3 +281,17 @@ def block_model(n: int = 200, classes: int = 4, d: int = 60, seed: int = 0):
     prototypes = rng.random((classes, d)) < 0.15
     x = (rng.random((n, d)) < 0.05) | (prototypes[y] & (rng.random((n, d)) < 0.5))
     return sp.csr_matrix(a), sp.csr_matrix(x.astype(np.float32)), y
+
+
+def toy_data(n: int = 150, classes: int = 3, seed: int = 0) -> GraphData:
+    """A homophilous random graph with sparse 0/1 bag-of-words features (the sparse path)."""
+    gen = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, classes, (n,), generator=gen)
+    src, dst = torch.randint(0, n, (2, 4 * n), generator=gen)
+    keep = (labels[src] == labels[dst]) | (torch.rand(4 * n, generator=gen) < 0.2)
+    features = (torch.rand(n, 60, generator=gen) < 0.05).float()
+    features[torch.arange(n), labels] = 1.0
+    perm = torch.randperm(n, generator=gen)
+    split = Split(perm[:30], perm[30:60], perm[60:])
+    return GraphData("toy", undirected_graph(src[keep], dst[keep], n), features, labels,
+                     {"a": split, "b": Split(perm[60:90], perm[90:120], perm[120:])})

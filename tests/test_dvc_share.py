@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.e2e,
 
 TRAIN = "table2@cora-tiny"
 OUTPUTS = ("results/table2/cora-tiny.json", "metrics/table2/cora-tiny.json",
-           "plots/table2/cora-tiny.csv")
+           "plots/table2/cora-tiny.csv", "models/table2/cora-tiny.pt")
 TINY = {  # merged over params.yaml in the copies (e2e.copy_repo); the foreach dicts left empty
     "_replace": ["table2", "table3", "table10", "variants", "variants-attacked"],
     "fetch": {"datasets": ["cora"]},
@@ -232,7 +232,9 @@ def test_experiment_shared_with_exp_push_and_pull(lab, grid):
     refs = git_out(lab.gpu, "for-each-ref", "--format=%(refname)", "refs/exps").split()
     ref = next(r for r in refs if r.endswith("/seeds3"))
     for rel in OUTPUTS:
-        assert (laptop / rel).read_text() == git_out(lab.gpu, "show", f"{ref}:{rel}")
+        shown = subprocess.run(["git", "show", f"{ref}:{rel}"], cwd=lab.gpu, env=env(lab.gpu),
+                               capture_output=True, check=True).stdout
+        assert (laptop / rel).read_bytes() == shown
     assert json.loads((laptop / OUTPUTS[1]).read_text())["runs"] == 3
 
 
@@ -243,7 +245,8 @@ def test_run_cache_restores_a_run_when_every_output_is_cached(tmp_path):
     copy_repo(gpu, TINY)
     dvc_yaml = (gpu / "dvc.yaml").read_text()
     uncached = [f"        - {path}:\n            cache: false\n" for path in (
-        "results/table2/${key}.json", "plots/table2/${key}.csv", "metrics/table2/${key}.json")]
+        "results/table2/${key}.json", "plots/table2/${key}.csv", "metrics/table2/${key}.json",
+        "models/table2/${key}.pt")]
     for block in uncached:
         assert block in dvc_yaml
         dvc_yaml = dvc_yaml.replace(block, block.split(":\n")[0] + "\n")

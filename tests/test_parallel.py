@@ -9,26 +9,12 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.train.cpu import configure_cpu, flushes_denormals
 from twirls.train.experiment import run_experiment
 from twirls.train.parallel import available_cores, resolve_jobs, run_all
 
+from fixtures import toy_data
 from requires import needs_deeprobust
-
-
-def toy_data(n: int = 150, classes: int = 3, seed: int = 0) -> GraphData:
-    """A homophilous random graph with sparse 0/1 bag-of-words features (the sparse path)."""
-    gen = torch.Generator().manual_seed(seed)
-    labels = torch.randint(0, classes, (n,), generator=gen)
-    src, dst = torch.randint(0, n, (2, 4 * n), generator=gen)
-    keep = (labels[src] == labels[dst]) | (torch.rand(4 * n, generator=gen) < 0.2)
-    features = (torch.rand(n, 60, generator=gen) < 0.05).float()
-    features[torch.arange(n), labels] = 1.0
-    perm = torch.randperm(n, generator=gen)
-    split = Split(perm[:30], perm[30:60], perm[60:])
-    return GraphData("toy", undirected_graph(src[keep], dst[keep], n), features, labels,
-                     {"a": split, "b": Split(perm[60:90], perm[90:120], perm[120:])})
 
 
 def _square(i: int) -> int:

@@ -79,8 +79,7 @@ def cell_of(label: str, runs: list[CWSRun], data: CWSData, note: str) -> Cell:
                 status="stand-in" if data.protocol.name != PAPER else "", note=note,
                 extra={"protocol": data.protocol.name, "test_per_run": scores,
                        "val_per_run": [100 * r.val for r in runs],
-                       "best_epoch_per_run": [r.best_epoch for r in runs],
-                       "seconds_per_run": [round(r.seconds, 2) for r in runs]})
+                       "best_epoch_per_run": [r.best_epoch for r in runs]})
 
 
 def no_data_cells(group: Mapping[str, Any], reason: str) -> list[Cell]:
@@ -107,7 +106,8 @@ def run_table12(group: Mapping[str, Any], root: Path, device: torch.device | str
         cells.append(cell)
         summary[label] = {"macro_f1_mean": cell.mean, "macro_f1_std": cell.std,
                           "runs": cell.runs,
-                          "seconds_mean": statistics.fmean(r.seconds for r in runs)}
+                          "seconds_mean": statistics.fmean(r.seconds for r in runs),
+                          "seconds_per_run": [round(r.seconds, 2) for r in runs]}
         if progress:
             tqdm.write(f"table12 {label}: macro F1 {cell.mean:.2f} ± {cell.std:.2f} "
                        f"({cell.runs} runs, {protocol.name})")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from twirls.config.entries import train_entry
-from twirls.config.schema import SWEEP_GROUPS, TRAIN_GROUPS
+from twirls.config.schema import MODEL_GROUPS, SWEEP_GROUPS, TRAIN_GROUPS
 
 #: datasets the rehearsal generates (twirls.rehearsal.generate.WRITERS)
 GENERATED = ("pubmed", "ogbn-arxiv", "amazon", "pku")
@@ -77,7 +77,9 @@ class StagePlan:
     def argv(self, raw: str, out: str) -> list[str]:
         """Arguments after ``python -m``: the stage's own command line, outputs under ``out``."""
         if self.kind == "train":
-            return ["twirls.stages.train", self.group, self.name, "--raw", raw, "--out", out]
+            save = ["--save-model"] if self.group in MODEL_GROUPS else []  # as in dvc.yaml
+            return ["twirls.stages.train", self.group, self.name, *save, "--raw", raw,
+                    "--out", out]
         if self.kind == "sweep":  # writes results/, metrics/, reports/figures/ under its cwd
             return ["twirls.stages.sweep", self.group, "--raw", raw]
         if self.kind == "timing":

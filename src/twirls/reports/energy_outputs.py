@@ -66,7 +66,7 @@ def energy_metrics(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def write_energy(out: Path, result: Mapping[str, Any], device: str = "cpu") -> dict[str, Path]:
     """Write the three files for ``result`` (``status`` ``ok``, or ``no-data`` with a
-    ``reason``) under ``out``; ``device``: where the model was trained (in the metrics)."""
+    ``reason``) under ``out``; ``device``: where the measured model was trained (metrics)."""
     paths = output_paths(out, result["dataset"])
     title = title_for(result["dataset"])
     if result["status"] != "ok":
@@ -82,14 +82,11 @@ def write_energy(out: Path, result: Mapping[str, Any], device: str = "cpu") -> d
 
 
 def split_timings(result: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``result`` without its wall times, and those times (``seconds_training`` of the model,
-    ``seconds_measure``: every trace and check together)."""
+    """``result`` without its wall times, and those times (``seconds_measure``: every trace and
+    check together)."""
     measured = {k: v for k, v in result.items() if k != "seconds"}
-    model = dict(result.get("model") or {})
-    training = model.pop("seconds", None)
-    measured["model"] = model
     measure = sum((result.get("seconds") or {}).values())
-    return measured, {"seconds_training": training, "seconds_measure": round(measure, 3)}
+    return measured, {"seconds_measure": round(measure, 3)}
 
 
 def summary_line(result: Mapping[str, Any]) -> str:

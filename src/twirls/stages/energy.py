@@ -5,13 +5,13 @@ TWIRLS' propagation is derived as descent on an energy; this stage measures that
 minimum, eq. 2), eq. 12 with IRLS attention before every step (Lemma 3.3) and with one attention
 layer after ``S/2`` steps as the models run (:mod:`twirls.models.energy_measure`).
 
-The model is the one the train stage ``<group>@<entry>`` (``energy.group``, ``energy.entry``;
-e.g. ``table2@cora-twirls-base-k2``) trains in its first run, seed 0 on the entry's first split:
-trained here from that entry's params (declared by this stage in ``dvc.yaml``, nothing copied)
-exactly as the train stage trains it (:mod:`twirls.train.propagation_input`). ``λ`` is the
-model's; ``energy.steps`` / ``energy.alpha`` are the traces' ``S`` and ``α``; the top-level
-``attention`` gives ``ρ`` of eq. 12. Energies are computed in float64 on the CPU (training uses
-``device``).
+The model is the one the Table 2 stage ``table2@<entry>`` (``energy.entry``; e.g.
+``table2@cora-twirls-base-k2``) trained in its first run, seed 0 on the entry's first split, and
+saved to ``models/table2/<entry>.pt``: loaded here, not trained again
+(:mod:`twirls.train.propagation_input`). The stage declares that entry's params, from which the
+model is built and which the saved file must match. ``λ`` is the model's; ``energy.steps`` /
+``energy.alpha`` are the traces' ``S`` and ``α``; the top-level ``attention`` gives ``ρ`` of
+eq. 12. Energies are computed in float64 on the CPU.
 
 Writes ``results/energy/<dataset>.json``, ``metrics/energy/<dataset>.json`` and
 ``reports/figures/energy-per-step-<dataset>.png`` (:mod:`twirls.reports.energy_outputs`); if the
@@ -21,6 +21,7 @@ dataset could not be fetched, all three say why and the stage exits 0.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,7 +32,7 @@ from twirls.models.energy_measure import measure
 from twirls.models.graph_ops import GraphOps
 from twirls.reports.energy_outputs import summary_line, write_energy
 from twirls.stages.skeleton import entry, open_stage, raw_out_parser
-from twirls.train.device import stage_device
+from twirls.train.checkpoint import load_checkpoint
 from twirls.train.propagation_input import propagation_input
 
 STAGE = "energy"
@@ -40,19 +41,24 @@ STAGE = "energy"
 @entry
 def main(argv: list[str] | None = None) -> int:
     parser = raw_out_parser(__doc__)
+    parser.add_argument("--models", type=Path, default=Path("models"),
+                        help="where the train stages saved their models (default: models)")
     args = parser.parse_args(argv)
     params = open_stage(STAGE)  # the schema checks the section and the entry it names
     cfg = params[STAGE]
     experiment = f"{cfg['group']}.{cfg['entry']}"
     exp = train_entry(params[cfg["group"]][cfg["entry"]])
-    device = stage_device(params["device"], who=STAGE)
     result: dict[str, Any]
+    trained_on = ""
     try:
         data = load_dataset(exp["dataset"], args.raw)
     except DatasetUnavailable as exc:
         result = {"status": "no-data", "dataset": cfg["dataset"], "reason": str(exc)}
     else:
-        f, run = propagation_input(exp, data, device)
+        saved = load_checkpoint(args.models / cfg["group"] / f"{cfg['entry']}.pt",
+                                experiment, exp)
+        f, run = propagation_input(exp, data, saved)
+        trained_on = saved.device
         ops = GraphOps.from_graph(data.graph, dtype=torch.float64)
         lam = float(exp["model_cfg"]["lam"])
         result = {"status": "ok", "dataset": data.name, "split": run["split"],
@@ -61,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                             "train_cfg": exp.get("train_cfg") or {}, **run},
                   **measure(ops, f, lam, float(cfg["alpha"]), cfg["steps"], params["attention"],
                             float(cfg.get("monotone_rtol", 1.0e-10)))}
-    write_energy(args.out, result, str(device))
+    write_energy(args.out, result, trained_on)
     print(summary_line(result))
     return 0
 

@@ -20,14 +20,17 @@ from typing import Any
 from twirls.config.schema import check_params
 from twirls.params import load_params
 from twirls.reports.results import Cell, write_cells
+from twirls.train.checkpoint import save_checkpoint
+from twirls.train.loop import SeedsResult
 from twirls.train.outputs import write_history, write_json
 
 
 @dataclass(frozen=True)
 class StageOutputs:
     """The files one stage ``<group>@<name>`` owns: ``results/<group>/<name>.json`` (report
-    cells), ``metrics/<group>/<name>.json`` (``dvc metrics``) and ``plots/<group>/<name>.csv``
-    (``dvc plots``); a stage without a name owns ``results/<group>.json`` and so on."""
+    cells), ``metrics/<group>/<name>.json`` (``dvc metrics``), ``plots/<group>/<name>.csv``
+    (``dvc plots``) and, when it saves one, ``models/<group>/<name>.pt`` (a trained model); a
+    stage without a name owns ``results/<group>.json`` and so on."""
 
     group: str
     name: str = ""
@@ -58,6 +61,25 @@ class StageOutputs:
 
     def write_history(self, history: list[dict[str, float]]) -> None:
         write_history(self.plots, history)
+
+    @property
+    def model(self) -> Path:
+        return self.path("models", ".pt")
+
+    def write_model(self, entry: dict[str, Any], result: SeedsResult | None, device: str,
+                    reason: str = "") -> None:
+        """``models/<group>/<name>.pt``: the first run of ``result`` and its weights
+        (``result.first_model``), or, without a result, why there is none."""
+        experiment = f"{self.group}.{self.name}"
+        if result is None:
+            save_checkpoint(self.model, experiment, entry, reason=reason)
+            return
+        first = result.runs[0]
+        run = {"seed": first.seed, "epochs": len(first.history), "best_epoch": first.best_epoch,
+               "train_at_best": first.train, "val_at_best": first.val,
+               "test_at_best": first.test}
+        save_checkpoint(self.model, experiment, entry, run=run, device=device,
+                        state_dict=result.first_model)
 
 
 def open_stage(stage: str) -> dict[str, Any]:

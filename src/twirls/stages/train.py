@@ -14,8 +14,11 @@ The entry is ``<group>.<name>`` in ``params.yaml`` (completed by
 
 Writes ``results/<group>/<name>.json`` (cells for the report, per-run scores in ``extra``),
 ``metrics/<group>/<name>.json`` (for ``dvc metrics``) and ``plots/<group>/<name>.csv`` (the first
-run's per-epoch history, for ``dvc plots``). If the dataset could never be fetched, the cells are
-``no-data`` with the fetch's reason; a damaged dataset fails the stage instead.
+run's per-epoch history, for ``dvc plots``); with ``--save-model`` (Table 2's stages), also
+``models/<group>/<name>.pt``, the first run's trained model (:mod:`twirls.train.checkpoint`;
+weights kept for TWIRLS), which the ``energy`` stage studies. If the dataset could never be
+fetched, the cells are ``no-data`` with the fetch's reason; a damaged dataset fails the stage
+instead.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import sys
 from twirls.config.entries import train_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
+from twirls.train.checkpoint import keeps_weights
 from twirls.train.device import stage_device
 from twirls.train.experiment import cells_for, metric_name, model_needs_dgl, run_experiment
 from twirls.train.parallel import resolve_jobs
@@ -35,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = raw_out_parser(__doc__)
     parser.add_argument("group")
     parser.add_argument("name")
+    parser.add_argument("--save-model", action="store_true",
+                        help="also write models/<group>/<name>.pt, the first run's model")
     args = parser.parse_args(argv)
     stage = f"{args.group}@{args.name}"
     params = open_stage(stage)
@@ -51,12 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     except DatasetUnavailable as exc:
         reason, metric = str(exc), exp.get("metric", "accuracy")
     if not reason:
-        result = run_experiment(exp, data, seeds, device, jobs=jobs)
+        result = run_experiment(exp, data, seeds, device, jobs=jobs,
+                                keep_first_model=args.save_model and keeps_weights(exp))
         print(f"{stage}: {result}")
     out.write_cells(cells_for(exp, metric, result, reason))
     out.write_metrics({"status": "no-data", "reason": reason} if result is None else {
         "status": "ok", "device": str(device), **result.summary()})
     out.write_history([] if result is None else result.runs[0].history)
+    if args.save_model:
+        out.write_model(exp, result, str(device), reason)
     return 0
 
 

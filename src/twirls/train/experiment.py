@@ -17,7 +17,7 @@ from torch import nn
 from twirls.data.graph import GraphData
 from twirls.models import MODELS, GraphOps, build_model, requires_dgl
 from twirls.reports.results import Cell
-from twirls.train.loop import RunResult, SeedsResult, TrainConfig, seed_run
+from twirls.train.loop import RunResult, SeedsResult, TrainConfig, seed_model_run, seed_run
 from twirls.train.parallel import run_all
 
 SPARSE_BELOW = 0.1  # feature density under which models that accept it get sparse CSR features
@@ -104,19 +104,40 @@ def experiment_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: to
     """One seeded run (:func:`twirls.train.loop.seed_run`) per seed and selected split of
     ``data`` (:func:`run_inputs`), not yet started: split ``i`` uses the seeds ``1000 i + s``.
     ``progress``: each run's tqdm bar over its epochs."""
+    return [partial(seed_run, *args) for args in _run_args(exp, data, seeds, device, progress)]
+
+
+def _run_args(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
+              progress: bool) -> list[tuple[Any, ...]]:
+    """The arguments of :func:`seed_run` for each run of :func:`experiment_runs`, in order."""
     inp = run_inputs(exp, data, device, progress)
-    return [partial(seed_run, inp.build, inp.ops, inp.x, data.labels, data.splits[split],
-                    inp.cfg, 1000 * i + s)
+    return [(inp.build, inp.ops, inp.x, data.labels, data.splits[split], inp.cfg, 1000 * i + s)
             for i, split in enumerate(inp.splits) for s in range(seeds)]
 
 
+def _keeping_model(*args: Any) -> tuple[RunResult, dict[str, torch.Tensor]]:
+    """:func:`seed_run` that also returns its model's weights on the CPU (after the last epoch):
+    what a worker sends back for the run whose model a stage saves."""
+    model, result = seed_model_run(*args)
+    return result, {k: v.detach().cpu() for k, v in model.state_dict().items()}
+
+
 def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
-                   progress: bool = True, jobs: int = 1) -> SeedsResult:
+                   progress: bool = True, jobs: int = 1, keep_first_model: bool = False
+                   ) -> SeedsResult:
     """Every seed on every selected split of ``data`` (:func:`experiment_runs`), in ``jobs``
     worker processes; one :class:`SeedsResult` over all runs, in order. ``progress``: tqdm bars
-    on stderr (one over the runs; with one job, also each run's epochs)."""
-    runs = experiment_runs(exp, data, seeds, device, progress=progress and jobs <= 1)
-    return SeedsResult(run_all(runs, jobs, desc="runs", progress=progress))
+    on stderr (one over the runs; with one job, also each run's epochs). ``keep_first_model``:
+    also return the first run's trained weights (``SeedsResult.first_model``)."""
+    args = _run_args(exp, data, seeds, device, progress=progress and jobs <= 1)
+    runs: list[Callable[[], Any]] = [partial(seed_run, *a) for a in args]
+    if keep_first_model and runs:
+        runs[0] = partial(_keeping_model, *args[0])
+    results = run_all(runs, jobs, desc="runs", progress=progress)
+    if keep_first_model and results:
+        results[0], weights = results[0]
+        return SeedsResult(results, first_model=weights)
+    return SeedsResult(results)
 
 
 def cells_for(exp: dict[str, Any], metric: str, result: SeedsResult | None,

@@ -107,9 +107,11 @@ class RunResult:
 
 @dataclass
 class SeedsResult:
-    """Runs over several seeds with mean and (population) std of their scores."""
+    """Runs over several seeds with mean and (population) std of their scores; ``first_model``:
+    the first run's weights after its last epoch (CPU tensors), when they were asked for."""
 
     runs: list[RunResult]
+    first_model: dict[str, Tensor] | None = field(default=None, repr=False)
 
     def mean(self, key: str = "test") -> float:
         return statistics.fmean(self._values(key))
