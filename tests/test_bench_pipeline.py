@@ -94,3 +94,26 @@ def test_recover_times_stages_from_when_their_outputs_were_written(tmp_path):
     assert run["seconds_so_far"] == 70.0
     with pytest.raises(SystemExit, match="no stage"):
         pipeline.recover(repo, start + 1000, out)
+
+
+def test_every_record_carries_the_machine_reference(tmp_path, monkeypatch):
+    """The fixed workload is timed on one thread (the caller's count is restored) and stored in
+    each record, so that runs on a faster or slower day can be compared."""
+    import torch
+
+    from twirls.bench.calibrate import reference_seconds
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        ref = reference_seconds(repeats=1)
+        assert set(ref) == {"python", "torch"} and all(v > 0 for v in ref.values())
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    monkeypatch.setattr(pipeline, "reference_seconds", lambda: {"python": 0.2, "torch": 0.17})
+    monkeypatch.setattr(pipeline, "timed", lambda cmd, cwd, env, on_stage: (1.0, {}, ""))
+    out = tmp_path / "pipeline.json"
+    assert pipeline.full_repro(Path(__file__).parents[1], {}, out) == 0
+    assert json.loads(out.read_text())["full_repro"]["reference_s"] == {"python": 0.2,
+                                                                       "torch": 0.17}

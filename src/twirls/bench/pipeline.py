@@ -5,6 +5,8 @@
   The clone is a ``git clone`` of this repository's HEAD in a temporary folder, with the raw data
   copied from ``data/raw`` (as a user who has fetched once).
   ``python -m twirls.bench.pipeline [--set key=value ...]``.
+* Every record holds ``reference_s``, a fixed workload timed on the same machine just before
+  (:mod:`twirls.bench.calibrate`): the machine's speed that day, to compare runs by.
 * ``--full``: the whole pipeline, ``dvc repro -f``, run in this checkout (its outputs are the
   pipeline's results, to be committed with ``dvc.lock``), with the wall time of every stage;
   stored under ``full_repro``, next to the everyday loop's numbers (and after each stage, so an
@@ -30,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from twirls.bench.calibrate import reference_seconds
 from twirls.train.parallel import available_cores
 
 
@@ -90,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.copytree(repo / "data" / "raw", clone / "data" / "raw", symlinks=True)
         for key, value in (("user.name", "bench"), ("user.email", "bench@localhost")):
             subprocess.run(["git", "config", key, value], cwd=clone, check=True)
-        report: dict[str, Any] = {"cores": available_cores(), "commit": head_commit(repo)}
+        report: dict[str, Any] = {"cores": available_cores(), "commit": head_commit(repo),
+                                  "reference_s": reference_seconds()}
         report["first_status_s"], _, _ = timed(["dvc", "status"], clone, env)
         report["status_s"], _, _ = timed(["dvc", "status"], clone, env)
         report["noop_repro_s"], ran, _ = timed(["dvc", "repro"], clone, env)
@@ -183,7 +187,7 @@ def head_commit(repo: Path) -> str:
 def run_header(repo: Path) -> dict[str, Any]:
     """What a ``full_repro`` record says about the run: its command, commit and machine."""
     return {"command": "dvc repro -f", "commit": head_commit(repo), "cores": available_cores(),
-            **machine()}
+            **machine(), "reference_s": reference_seconds()}
 
 
 def slowest(stages: dict[str, float], count: int = 15) -> dict[str, float]:
