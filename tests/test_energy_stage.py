@@ -207,8 +207,9 @@ def outputs(out: Path) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def saved_models(cora_raw, tmp_path_factory) -> Path:
-    """``models/`` as stage ``table2@cora-tiny`` leaves it (``--save-model``, two seeds)."""
+def trained_root(cora_raw, tmp_path_factory) -> Path:
+    """A root with ``models/`` as stage ``table2@cora-tiny`` leaves it (``--save-model``, two
+    seeds)."""
     from twirls.stages import train
 
     out = tmp_path_factory.mktemp("train")
@@ -217,15 +218,16 @@ def saved_models(cora_raw, tmp_path_factory) -> Path:
         patch.setattr(train, "open_stage", lambda name: params)
         assert train.main(["table2", "cora-tiny", "--save-model", "--raw", str(cora_raw),
                            "--out", str(out)]) == 0
-    return out / "models"
+    return out
 
 
-def test_the_model_is_the_first_run_of_the_train_stage(cora_raw, saved_models):
+def test_the_model_is_the_first_run_of_the_train_stage(cora_raw, trained_root):
     """``f(X; W)`` comes from the model that ``train@`` saved from its first run (seed 0,
     sparse CSR features): same best epoch and scores, bit for bit."""
     exp, data = train_entry(TINY), load_dataset("cora", cora_raw)
     trained = run_experiment(exp, data, 2, CPU, progress=False).runs[0]
-    saved = load_checkpoint(saved_models / "table2" / "cora-tiny.pt", "table2.cora-tiny", exp)
+    path = trained_root / "models" / "table2" / "cora-tiny.pt"
+    saved = load_checkpoint(path, "table2.cora-tiny", exp)
     f, run = propagation_input(exp, data, saved)
     assert (run["seed"], run["split"], run["features"]) == (0, "public", "sparse CSR")
     assert (run["best_epoch"], run["val_at_best"], run["test_at_best"]) == (
@@ -234,9 +236,9 @@ def test_the_model_is_the_first_run_of_the_train_stage(cora_raw, saved_models):
     assert f.dtype == torch.float64 and tuple(f.shape) == (2708, 7)
 
 
-def test_cora_traces_and_outputs(cora_raw, saved_models, tmp_path, monkeypatch):
+def test_cora_traces_and_outputs(cora_raw, trained_root, tmp_path, monkeypatch):
     monkeypatch.setattr(skeleton, "load_params", lambda name: stage_params())
-    argv = ["--raw", str(cora_raw), "--out", str(tmp_path), "--models", str(saved_models)]
+    argv = ["--raw", str(cora_raw), "--out", str(tmp_path), "--trained", str(trained_root)]
     assert stage.main(argv) == 0
     paths = outputs(tmp_path)
     result = json.loads(paths["results"].read_text())
@@ -267,19 +269,20 @@ def test_cora_traces_and_outputs(cora_raw, saved_models, tmp_path, monkeypatch):
     assert paths["results"].read_bytes() == first  # same computation, same bytes
 
 
-def test_a_missing_or_stale_model_fails_the_stage_with_one_line(cora_raw, saved_models, tmp_path,
-                                                                monkeypatch, capsys):
+def test_a_missing_or_stale_model_fails_the_stage_with_one_line(cora_raw, trained_root,
+                                                                tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(skeleton, "load_params", lambda name: stage_params())
     assert stage.main(["--raw", str(cora_raw), "--out", str(tmp_path),
-                       "--models", str(tmp_path / "none")]) == 1
+                       "--trained", str(tmp_path / "none")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"error: energy: {tmp_path / 'none' / 'table2' / 'cora-tiny.pt'}: no saved "
+    missing = tmp_path / "none" / "models" / "table2" / "cora-tiny.pt"
+    assert err == [f"error: energy: {missing}: no saved "
                    "model of table2.cora-tiny; run `dvc repro table2@cora-tiny` to save it"]
     changed = stage_params()
     changed["table2"]["cora-tiny"] = {**TINY, "train_cfg": {**TINY["train_cfg"], "lr": 0.2}}
     monkeypatch.setattr(skeleton, "load_params", lambda name: changed)
     assert stage.main(["--raw", str(cora_raw), "--out", str(tmp_path),
-                       "--models", str(saved_models)]) == 1
+                       "--trained", str(trained_root)]) == 1
     assert "with other params than table2.cora-tiny has now" in capsys.readouterr().err
     assert not (tmp_path / "results").exists()  # nothing written
 

@@ -31,7 +31,7 @@ from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.models.energy_measure import measure
 from twirls.models.graph_ops import GraphOps
 from twirls.reports.energy_outputs import summary_line, write_energy
-from twirls.stages.skeleton import entry, open_stage, raw_out_parser
+from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
 from twirls.train.checkpoint import load_checkpoint
 from twirls.train.propagation_input import propagation_input
 
@@ -41,8 +41,8 @@ STAGE = "energy"
 @entry
 def main(argv: list[str] | None = None) -> int:
     parser = raw_out_parser(__doc__)
-    parser.add_argument("--models", type=Path, default=Path("models"),
-                        help="where the train stages saved their models (default: models)")
+    parser.add_argument("--trained", type=Path, default=Path("."),
+                        help="the root under which the train stages wrote models/ (default: .)")
     args = parser.parse_args(argv)
     params = open_stage(STAGE)  # the schema checks the section and the entry it names
     cfg = params[STAGE]
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     except DatasetUnavailable as exc:
         result = {"status": "no-data", "dataset": cfg["dataset"], "reason": str(exc)}
     else:
-        saved = load_checkpoint(args.models / cfg["group"] / f"{cfg['entry']}.pt",
+        saved = load_checkpoint(StageOutputs(cfg["group"], cfg["entry"], args.trained).model,
                                 experiment, exp)
         f, run = propagation_input(exp, data, saved)
         trained_on = saved.device

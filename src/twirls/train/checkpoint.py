@@ -63,7 +63,7 @@ def save_checkpoint(path: Path, experiment: str, entry: dict[str, Any], *,
         if state_dict is None:
             raise ValueError(f"{experiment}: a checkpoint of a run needs its state_dict")
         obj.update(status="ok", run=run, device=device,
-                   state_dict={k: v.detach().cpu() for k, v in state_dict.items()})
+                   state_dict={k: v.cpu() for k, v in state_dict.items()})
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,7 +81,7 @@ def load_checkpoint(path: Path, experiment: str, entry: dict[str, Any]) -> Check
     if not path.is_file():
         raise ValueError(f"{path}: no saved model of {experiment}; {remake}")
     try:
-        obj = torch.load(io.BytesIO(path.read_bytes()), weights_only=True)
+        obj = torch.load(path, weights_only=True)
     except Exception as exc:  # a damaged or foreign file: pickle/zip errors of many kinds
         raise ValueError(f"{path}: not a readable model file ({type(exc).__name__}: {exc}); "
                          f"{remake}") from None

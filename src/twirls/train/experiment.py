@@ -116,10 +116,10 @@ def _run_args(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.de
 
 
 def _keeping_model(*args: Any) -> tuple[RunResult, dict[str, torch.Tensor]]:
-    """:func:`seed_run` that also returns its model's weights on the CPU (after the last epoch):
-    what a worker sends back for the run whose model a stage saves."""
+    """:func:`seed_run` that also returns its model's weights after the last epoch: what a
+    worker sends back for the run whose model a stage saves."""
     model, result = seed_model_run(*args)
-    return result, {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    return result, model.state_dict()
 
 
 def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,

@@ -108,7 +108,8 @@ class RunResult:
 @dataclass
 class SeedsResult:
     """Runs over several seeds with mean and (population) std of their scores; ``first_model``:
-    the first run's weights after its last epoch (CPU tensors), when they were asked for."""
+    the first run's weights after its last epoch (its ``state_dict``), when they were asked
+    for."""
 
     runs: list[RunResult]
     first_model: dict[str, Tensor] | None = field(default=None, repr=False)
