@@ -245,17 +245,30 @@ def test_graph_ops_checks_its_input_and_builds_the_gcn_matrix():
         GraphOps(torch.tensor([0, 2]), torch.tensor([2, 0]), 2)
 
 
+ATTENTION = {"p": 0.1, "tau": 0.2, "T": 2.0}
+
+
 @pytest.mark.parametrize("variant", ["paper", "reference"])
 @pytest.mark.parametrize("steps", [1, 2, 7])
-def test_constant_steps_node_equals_the_step_by_step_chain_bit_for_bit(variant, steps):
-    # TWIRLS-base's S steps run as one autograd node (propagation._ConstantSteps); its output
-    # and the gradients it sends back (to f, through c = scale * f and Y0 = f) must be exactly
-    # those of S chained SparseMatrix.addmm nodes, in float32 where rounding order shows
+@pytest.mark.parametrize("placement", [None, "middle", "every", "before+middle"])
+@pytest.mark.parametrize("normalized", [False, True])
+def test_steps_nodes_equal_the_step_by_step_chain_bit_for_bit(variant, steps, placement,
+                                                             normalized):
+    # the steps between attention layers run as one autograd node each (propagation._Steps):
+    # all S steps of TWIRLS-base, the halves around a middle attention layer. The output and
+    # the gradients sent back (to f through c = scale * f and Y0 = f, and through the attention
+    # weights to the embeddings they are computed from) must be exactly those of S chained
+    # SparseMatrix.addmm nodes, in float32 where rounding order shows
+    if normalized and variant == "reference":
+        pytest.skip("the reference variant has no normalized form")
     gen = torch.Generator().manual_seed(3)
     n = 40
     src, dst = (torch.randint(0, n, (120,), generator=gen) for _ in range(2))
     ops = GraphOps.from_graph(undirected_graph(src, dst, n))
-    spec = PropagationSpec(steps=steps, lam=1.0, alpha=0.7, variant=variant)
+    attention = None if placement is None else \
+        AttentionSpec.from_config({**ATTENTION, "placement": placement})
+    spec = PropagationSpec(steps=steps, lam=1.0, alpha=0.7, variant=variant,
+                           normalized=normalized, attention=attention)
     w = torch.randn(5, 4, generator=gen)
     x = torch.randn(n, 5, generator=gen)
     weight = torch.randn(n, 4, generator=gen)
@@ -267,6 +280,8 @@ def test_constant_steps_node_equals_the_step_by_step_chain_bit_for_bit(variant, 
         (y * weight).sum().backward()
         results.append((y.detach(), w_.grad))
     (fused, fused_grad), (chain, chain_grad) = results
+    with torch.no_grad():
+        assert torch.equal(propagate(ops, x @ w, spec), chain)
     assert propagate(ops, x, spec).grad_fn is None  # nothing requires grad: no graph
     assert torch.equal(fused, chain) and torch.equal(fused_grad, chain_grad)
     assert not torch.equal(chain_grad, torch.zeros_like(chain_grad))

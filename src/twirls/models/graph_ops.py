@@ -184,7 +184,7 @@ class GraphOps:
         dtype = like.dtype if like is not None else self.dtype
         off_t = torch.as_tensor(off, dtype=dtype, device=self.device).expand(self.num_edges)
         diag_t = torch.as_tensor(diag, dtype=dtype, device=self.device).expand(self.n)
-        return torch.cat([off_t, diag_t])[self._gather]
+        return torch.cat([off_t, diag_t]).index_select(0, self._gather)
 
     def matrix(self, off: Tensor | float, diag: Tensor | float, *,
                symmetric: bool = False) -> SparseMatrix:
@@ -223,9 +223,10 @@ class GraphOps:
     def edge_sq_dist(self, y: Tensor, *, with_loops: bool = False) -> Tensor:
         """``z_e² = ||y_i - y_j||²`` for every edge ``e = (i, j)`` of ``A`` (2m,), or for every
         entry of the ``Ã`` pattern (2m + n,, zeros on the diagonal) if ``with_loops``."""
-        if with_loops:
-            return (y[self.row] - y[self.col]).pow(2).sum(-1)
-        return (y[self.dst] - y[self.src]).pow(2).sum(-1)
+        i, j = (self.row, self.col) if with_loops else (self.dst, self.src)
+        # index_select: advanced indexing's rows, faster on CPU both ways (its backward,
+        # index_add, sums in the same order), so the same bits
+        return (y.index_select(0, i) - y.index_select(0, j)).pow(2).sum(-1)
 
 
 class SparseMatrix:
@@ -273,6 +274,19 @@ class SparseMatrix:
         contiguous."""
         return self.csr_t @ g
 
+    def grad_values(self, grad: Tensor, y: Tensor) -> Tensor:
+        """``∂L/∂M_ij = grad_i · y_j`` on the pattern (SDDMM), for ``out = M y`` with
+        ``grad = ∂L/∂out`` (contiguous)."""
+        row, col = self.ops.row, self.ops.col
+        # index_select copies whole rows (~4x faster than advanced indexing on CPU); the
+        # products and sums are the same operations in the same order, so bit-identical
+        parts = [
+            (grad.index_select(0, row[s:s + _SDDMM_CHUNK])
+             * y.index_select(0, col[s:s + _SDDMM_CHUNK])).sum(-1)
+            for s in range(0, row.numel(), _SDDMM_CHUNK)
+        ]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
     def to_dense(self) -> Tensor:
         check_dense_size(self.ops.n, "SparseMatrix.to_dense")
         return self.csr.to_dense()
@@ -317,13 +331,5 @@ class _SpMM(torch.autograd.Function):
             grad_add = grad
         if ctx.needs_input_grad[0]:
             (y,) = ctx.saved_tensors
-            row, col = mat.ops.row, mat.ops.col
-            # index_select copies whole rows (~4x faster than advanced indexing on CPU); the
-            # products and sums are the same operations in the same order, so bit-identical
-            parts = [
-                (grad.index_select(0, row[s:s + _SDDMM_CHUNK])
-                 * y.index_select(0, col[s:s + _SDDMM_CHUNK])).sum(-1)
-                for s in range(0, row.numel(), _SDDMM_CHUNK)
-            ]
-            grad_values = torch.cat(parts)
+            grad_values = mat.grad_values(grad, y)
         return grad_values, grad_y, grad_add, None

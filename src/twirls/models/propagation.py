@@ -107,12 +107,12 @@ def paper_operator(ops: GraphOps, lam: float, alpha: float, normalized: bool,
     if normalized:
         d_hat = deg + 1.0
         inv = d_hat.rsqrt()
-        off = alpha * lam * w * inv[ops.dst] * inv[ops.src]
+        off = alpha * lam * w * inv.index_select(0, ops.dst) * inv.index_select(0, ops.src)
         diag = (1.0 - alpha - alpha * lam) + alpha * lam / d_hat
         scale = torch.full_like(d_hat, alpha)
         return ops.matrix(off, diag, symmetric=True), scale[:, None]
     d_tilde = lam * deg + 1.0
-    off = (alpha * lam) * w / d_tilde[ops.dst]
+    off = (alpha * lam) * w / d_tilde.index_select(0, ops.dst)
     return ops.matrix(off, 1.0 - alpha), (alpha / d_tilde)[:, None]
 
 
@@ -126,13 +126,14 @@ def reference_operator(ops: GraphOps, lam: float, alpha: float, normalized: bool
     loop = ops.is_loop.to(weight.dtype)
     if normalized:
         inv = deg.rsqrt()
-        values = alpha * lam * weight * inv[ops.row] * inv[ops.col] \
-            + (1.0 - alpha - alpha * lam) * loop
+        inv_i, inv_j = inv.index_select(0, ops.row), inv.index_select(0, ops.col)
+        values = alpha * lam * weight * inv_i * inv_j + (1.0 - alpha - alpha * lam) * loop
         scale = torch.full_like(deg, alpha)
     else:
         d_hat = lam * deg + (1.0 - lam)
         inv = d_hat.rsqrt()
-        values = alpha * lam * weight * inv[ops.row] * inv[ops.col] + (1.0 - alpha) * loop
+        inv_i, inv_j = inv.index_select(0, ops.row), inv.index_select(0, ops.col)
+        values = alpha * lam * weight * inv_i * inv_j + (1.0 - alpha) * loop
         scale = alpha / d_hat
     return SparseMatrix(ops, values, symmetric=True), scale[:, None]
 
@@ -170,30 +171,46 @@ def iterates(ops: GraphOps, f: Tensor, spec: PropagationSpec) -> Iterator[Tensor
 def propagate(ops: GraphOps, f: Tensor, spec: PropagationSpec) -> Tensor:
     """``Y⁽ˢ⁾``: ``spec.steps`` propagation steps starting from ``Y⁽⁰⁾ = f``.
 
-    TWIRLS-base (no attention, no proximal ReLU) runs its ``S`` steps of one constant operator
-    as a single autograd node (:class:`_ConstantSteps`); everything else step by step.
+    Without the proximal ReLU the steps between two attention layers (eq. 20) share one operator
+    ``(M, c)``, so each such run of steps is a single autograd node (:class:`_Steps`): all ``S``
+    steps of TWIRLS-base, the two halves of TWIRLS with attention in the middle. With
+    ``prox_relu``, step by step (:func:`iterates`).
     """
-    if spec.steps > 0 and not spec.has_attention and not spec.prox_relu:
-        matrix, scale = _operator(ops, spec, None)
-        return _ConstantSteps.apply(f * scale, f, matrix, spec.steps)
-    return deque(iterates(ops, f, spec), maxlen=1)[0]
+    if spec.prox_relu or spec.steps == 0:
+        return deque(iterates(ops, f, spec), maxlen=1)[0]
+    attention_at = spec.attention.positions(spec.steps) if spec.has_attention else frozenset()
+    matrix, scale = _operator(ops, spec, None)
+    c = f * scale
+    y, done = f, 0
+    for end in [*sorted(attention_at), spec.steps]:
+        if end > done:
+            y = _Steps.apply(matrix.values, c, y, matrix, end - done)
+        if end < spec.steps:  # eq. 20: γ from the current embeddings, then eq. 21 steps
+            matrix, scale = _operator(ops, spec, y)
+            c = f * scale
+        done = end
+    return y
 
 
-class _ConstantSteps(torch.autograd.Function):
-    """``S`` steps ``Y ← c + M Y`` from ``Y⁽⁰⁾`` with a constant ``M`` (no gradient to its
-    entries), as one autograd node.
+class _Steps(torch.autograd.Function):
+    """``k`` steps ``Y ← c + M Y`` from ``Y⁽⁰⁾`` with one operator ``M``, as one autograd node.
 
-    Bit for bit what ``S`` chained :meth:`SparseMatrix.addmm` nodes compute, without their
+    Bit for bit what ``k`` chained :meth:`SparseMatrix.addmm` nodes compute, without their
     per-step autograd overhead (~15 µs a step each way, most of TWIRLS-base's time on the
-    Planetoid graphs): the same kernel forward; backward ``g⁽ᵏ⁻¹⁾ = Mᵀ g⁽ᵏ⁾`` and
-    ``∂c = g⁽ˢ⁾ + g⁽ˢ⁻¹⁾ + … + g⁽¹⁾`` summed in the order autograd's engine accumulates them.
+    Planetoid graphs): the same kernel forward; backward ``g⁽ʲ⁻¹⁾ = Mᵀ g⁽ʲ⁾``,
+    ``∂c = g⁽ᵏ⁾ + g⁽ᵏ⁻¹⁾ + … + g⁽¹⁾`` and, when ``M``'s entries require grad (attention weights),
+    ``∂M = Σ_j SDDMM(g⁽ʲ⁾, Y⁽ʲ⁻¹⁾)``, each sum in the order autograd's engine accumulates the
+    chained nodes' gradients (last step first).
     """
 
     @staticmethod
-    def forward(ctx, c: Tensor, y: Tensor, mat: SparseMatrix,
+    def forward(ctx, values: Tensor, c: Tensor, y: Tensor, mat: SparseMatrix,
                 steps: int) -> Tensor:  # type: ignore[override]
         ctx.mat, ctx.steps = mat, steps
+        ctx.inputs = [] if ctx.needs_input_grad[0] else None  # Y⁽ʲ⁻¹⁾, for ∂M
         for _ in range(steps):
+            if ctx.inputs is not None:
+                ctx.inputs.append(y)
             y = mat.addmm_no_grad(c, y)
         return y
 
@@ -201,11 +218,14 @@ class _ConstantSteps(torch.autograd.Function):
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         mat: SparseMatrix = ctx.mat
         g = grad.contiguous()
-        grad_c = g
-        for _ in range(ctx.steps - 1):
+        grad_values = grad_c = None
+        for j in reversed(range(ctx.steps)):
+            if ctx.inputs is not None:
+                part = mat.grad_values(g, ctx.inputs[j])
+                grad_values = part if grad_values is None else grad_values + part
+            grad_c = g if grad_c is None else grad_c + g
             g = mat.t_matmul_no_grad(g)
-            grad_c = grad_c + g
-        return grad_c, mat.t_matmul_no_grad(g), None, None
+        return grad_values, grad_c, g, None, None
 
 
 class Propagation(nn.Module):
