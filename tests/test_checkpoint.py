@@ -78,8 +78,9 @@ def test_unusable_files_are_one_line_with_the_command_that_remakes_them(tmp_path
     with pytest.raises(ValueError, match="no saved model of table2.x; " + remake):
         load_checkpoint(path, "table2.x", ENTRY)
     path.write_bytes(b"garbage")
-    with pytest.raises(ValueError, match="not a readable model file .*" + remake):
+    with pytest.raises(ValueError, match="not a readable model file .*" + remake) as err:
         load_checkpoint(path, "table2.x", ENTRY)
+    assert "\n" not in str(err.value)  # torch >= 2.6 explains weights_only over many lines
     torch.save({"something": "else"}, path)
     with pytest.raises(ValueError, match=f"not a {FORMAT} file"):
         load_checkpoint(path, "table2.x", ENTRY)

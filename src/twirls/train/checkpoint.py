@@ -83,7 +83,10 @@ def load_checkpoint(path: Path, experiment: str, entry: dict[str, Any]) -> Check
     try:
         obj = torch.load(path, weights_only=True)
     except Exception as exc:  # a damaged or foreign file: pickle/zip errors of many kinds
-        raise ValueError(f"{path}: not a readable model file ({type(exc).__name__}: {exc}); "
+        # one line: newer torch explains weights_only failures over several paragraphs
+        first = (str(exc).strip().splitlines() or [""])[0]
+        first = first if len(first) <= 120 else first[:117] + "..."
+        raise ValueError(f"{path}: not a readable model file ({type(exc).__name__}: {first}); "
                          f"{remake}") from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise ValueError(f"{path}: not a {FORMAT} file; {remake}")
