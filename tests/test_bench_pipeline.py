@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -60,6 +61,19 @@ def test_full_repro_keeps_the_everyday_numbers(tmp_path, monkeypatch):
     assert data["full_repro"]["complete"] is True
     assert data["full_repro"]["hours"] == 2.03
     assert list(data["full_repro"]["slowest"]) == ["table8", "fetch@cora"]
+
+
+def test_full_repro_records_the_largest_child_process(tmp_path, monkeypatch):
+    # a stage that holds ~300 MB must show in the record (ru_maxrss: the largest child so far)
+    def fake_timed(cmd, cwd, env, on_stage):
+        subprocess.run([sys.executable, "-c", "b = bytearray(300_000_000); b[::4096] = "
+                        "b'1' * len(b[::4096])"], check=True)
+        return 10.0, {"table8": 10.0}, ""
+
+    monkeypatch.setattr(pipeline, "timed", fake_timed)
+    out = tmp_path / "pipeline.json"
+    assert pipeline.full_repro(Path(__file__).parents[1], {}, out) == 0
+    assert json.loads(out.read_text())["full_repro"]["peak_rss_gb"] >= 0.3
 
 
 def test_recover_times_stages_from_when_their_outputs_were_written(tmp_path):

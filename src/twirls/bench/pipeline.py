@@ -125,6 +125,7 @@ def full_repro(repo: Path, env: dict[str, str], out: Path) -> int:
     total, stages, _ = timed(["dvc", "repro", "-f"], repo, env, on_stage=partial)
     run = head | {"complete": True, "load_after": round(os.getloadavg()[0], 2),
                   "cpu_s": round(children_cpu_seconds() - cpu_before, 1),
+                  "peak_rss_gb": children_peak_rss_gb(),
                   "seconds": total, "hours": round(total / 3600, 2), "stages": stages,
                   "slowest": slowest(stages)}
     store_full_repro(out, run)
@@ -215,6 +216,12 @@ def children_cpu_seconds() -> float:
     """User + system CPU seconds of every finished child process (and theirs) so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def children_peak_rss_gb() -> float:
+    """The largest resident set of any one finished child process (or theirs) so far, in GB
+    (Linux reports ``ru_maxrss`` in KiB): the stage that needs the most memory."""
+    return round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 1e9, 2)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
