@@ -77,8 +77,6 @@ def test_full_repro_records_the_largest_child_process(tmp_path, monkeypatch):
 
 
 def test_recover_times_stages_from_when_their_outputs_were_written(tmp_path):
-    import subprocess
-
     import yaml
 
     repo, start = tmp_path / "repo", 1_000_000.0

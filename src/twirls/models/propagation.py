@@ -151,17 +151,28 @@ def _operator(ops: GraphOps, spec: PropagationSpec, state: Tensor | None
 
 
 # ---------------------------------------------------------------------------- propagation
+def _attention_positions(spec: PropagationSpec) -> frozenset[int]:
+    """The steps before which an attention layer (eq. 20) re-weights the graph."""
+    return spec.attention.positions(spec.steps) if spec.has_attention else frozenset()
+
+
+def _step_terms(ops: GraphOps, f: Tensor, spec: PropagationSpec, state: Tensor | None
+                ) -> tuple[SparseMatrix, Tensor]:
+    """``(M, c)`` of the step ``Y ← c + M Y`` (eq. 6/21): the operator of :func:`_operator` and
+    ``c = scale · f``."""
+    matrix, scale = _operator(ops, spec, state)
+    return matrix, f * scale
+
+
 def iterates(ops: GraphOps, f: Tensor, spec: PropagationSpec) -> Iterator[Tensor]:
     """Yield ``Y⁽⁰⁾ = f, Y⁽¹⁾, ..., Y⁽ˢ⁾`` (``Z`` for the reference variant)."""
-    attention_at = spec.attention.positions(spec.steps) if spec.has_attention else frozenset()
-    matrix, scale = _operator(ops, spec, None)
-    c = f * scale
+    attention_at = _attention_positions(spec)
+    matrix, c = _step_terms(ops, f, spec, None)
     y = f
     yield y
     for k in range(spec.steps):
         if k in attention_at:  # eq. 20: γ from the current embeddings, then eq. 21 steps
-            matrix, scale = _operator(ops, spec, y)
-            c = f * scale
+            matrix, c = _step_terms(ops, f, spec, y)
         y = matrix.addmm(c, y)
         if spec.prox_relu:
             y = torch.relu(y)
@@ -178,16 +189,13 @@ def propagate(ops: GraphOps, f: Tensor, spec: PropagationSpec) -> Tensor:
     """
     if spec.prox_relu or spec.steps == 0:
         return deque(iterates(ops, f, spec), maxlen=1)[0]
-    attention_at = spec.attention.positions(spec.steps) if spec.has_attention else frozenset()
-    matrix, scale = _operator(ops, spec, None)
-    c = f * scale
+    matrix, c = _step_terms(ops, f, spec, None)
     y, done = f, 0
-    for end in [*sorted(attention_at), spec.steps]:
+    for end in [*sorted(_attention_positions(spec)), spec.steps]:
         if end > done:
             y = _Steps.apply(matrix.values, c, y, matrix, end - done)
         if end < spec.steps:  # eq. 20: γ from the current embeddings, then eq. 21 steps
-            matrix, scale = _operator(ops, spec, y)
-            c = f * scale
+            matrix, c = _step_terms(ops, f, spec, y)
         done = end
     return y
 
