@@ -8,6 +8,7 @@ truth, so a test can check that the loader recovers it. Everything is seeded.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import pickle
 from collections import defaultdict
@@ -264,6 +265,23 @@ def write_pku(path: Path, sentences: list[list[str]], newline: str = "\r\n") -> 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8", newline="") as f:
         f.write(newline.join(lines) + newline)
+
+
+def write_nettack(raw: Path, adj: sp.spmatrix, x: sp.spmatrix, y: np.ndarray) -> Path:
+    """A nettack raw folder for ``nettack-cora``: ``cora.npz`` in gnn-meta-attack's format,
+    Pro-GNN's split JSON and a Pro-GNN ``cora_meta_adj_0.2.npz`` one flip away from ``adj``."""
+    raw.mkdir(parents=True)
+    a, f = sp.csr_matrix(adj), sp.csr_matrix(x)
+    np.savez(raw / "cora.npz", adj_data=a.data, adj_indices=a.indices, adj_indptr=a.indptr,
+             adj_shape=a.shape, attr_data=f.data, attr_indices=f.indices, attr_indptr=f.indptr,
+             attr_shape=f.shape, labels=y)
+    perm = np.random.default_rng(2).permutation(adj.shape[0]).tolist()
+    (raw / "cora_prognn_splits.json").write_text(json.dumps(
+        {"idx_train": perm[:20], "idx_val": perm[20:40], "idx_test": perm[40:]}))
+    meta_adj = adj.tolil()
+    meta_adj[0, 1] = meta_adj[1, 0] = 1 - meta_adj[0, 1]
+    sp.save_npz(raw / "cora_meta_adj_0.2.npz", meta_adj.tocsr())
+    return raw
 
 
 def block_model(n: int = 200, classes: int = 4, d: int = 60, seed: int = 0):

@@ -6,7 +6,6 @@ A 200-node stochastic-block-model graph with class-dependent 0/1 features stands
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 
@@ -24,7 +23,7 @@ from twirls.attack.normalize import normalize, to_torch
 from twirls.compat import import_deeprobust
 from twirls.stages import attack as stage
 
-from fixtures import block_model
+from fixtures import block_model, write_nettack
 from requires import needs_deeprobust, require
 
 N_FLIPS = 20
@@ -365,21 +364,7 @@ def test_attacked_file_round_trip_and_validation(tmp_path, graph):
 
 
 def _raw_folder(tmp_path, graph):
-    """A nettack raw folder (``cora.npz`` in gnn-meta-attack format + Pro-GNN files)."""
-    adj, x, y = graph[:3]
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    a, f = sp.csr_matrix(adj), sp.csr_matrix(x)
-    np.savez(raw / "cora.npz", adj_data=a.data, adj_indices=a.indices, adj_indptr=a.indptr,
-             adj_shape=a.shape, attr_data=f.data, attr_indices=f.indices, attr_indptr=f.indptr,
-             attr_shape=f.shape, labels=y)
-    perm = np.random.default_rng(2).permutation(adj.shape[0]).tolist()
-    (raw / "cora_prognn_splits.json").write_text(json.dumps(
-        {"idx_train": perm[:20], "idx_val": perm[20:40], "idx_test": perm[40:]}))
-    meta_adj = adj.tolil()
-    meta_adj[0, 1] = meta_adj[1, 0] = 1 - meta_adj[0, 1]
-    sp.save_npz(raw / "cora_meta_adj_0.2.npz", meta_adj.tocsr())
-    return raw
+    return write_nettack(tmp_path / "raw", *graph[:3])
 
 
 @pytest.mark.parametrize("implementation", [
@@ -401,6 +386,47 @@ def test_stage_writes_a_valid_attacked_graph(tmp_path, graph, implementation):
     assert 0 < result.meta["attacked"]["gcn_val_mean"] <= 1
     assert len(result.flips) == (0 if implementation == "prognn" else expected)
     assert not list(out.parent.glob("*.part*")) and not list(out.parent.glob("*checkpoint*"))
+
+
+def test_stage_runs_the_fast_attack_on_the_device_it_is_given(tmp_path, graph, monkeypatch,
+                                                              capsys):
+    """``--device auto`` with a (faked) usable GPU hands ``cuda`` to the fast Mettack, which the
+    default ``--device cpu`` never does; the other implementations ignore the setting."""
+    import twirls.train.device as dev
+
+    seen = []
+
+    class Recording(Metattack):
+        def __init__(self, *args, device="cpu", **kwargs):
+            seen.append(torch.device(device))
+            super().__init__(*args, **kwargs)  # the attack itself on the CPU
+
+    monkeypatch.setattr(stage, "Metattack", Recording)
+    raw = _raw_folder(tmp_path, graph)
+    common = ["--dataset", "nettack-cora", "--raw", str(raw), "--rate", "0.005",
+              "--eval-seeds", "1", "--quiet"]
+    assert stage.main([*common, "--out", str(tmp_path / "cpu.npz")]) == 0
+    assert " on cpu;" in capsys.readouterr().out
+    monkeypatch.setattr(dev, "cuda_status", lambda needs_dgl=False: (True, ""))
+    assert stage.main([*common, "--device", "auto", "--out", str(tmp_path / "gpu.npz")]) == 0
+    assert " on cuda;" in capsys.readouterr().out
+    assert seen == [torch.device("cpu"), torch.device("cuda")]
+    assert stage.main([*common, "--device", "cuda", "--implementation", "prognn", "--rate", "0.2",
+                       "--out", str(tmp_path / "prognn.npz")]) == 0
+    assert len(seen) == 2 and " on cpu;" in capsys.readouterr().out
+    assert load_attacked(tmp_path / "cpu.npz").flips.tolist() == \
+        load_attacked(tmp_path / "gpu.npz").flips.tolist()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_stage_asked_for_cuda_without_a_gpu_says_so_in_one_line(tmp_path, graph):
+    raw = _raw_folder(tmp_path, graph)
+    with pytest.raises(SystemExit) as exc:
+        stage.main(["--dataset", "nettack-cora", "--raw", str(raw), "--device", "cuda",
+                    "--out", str(tmp_path / "o.npz"), "--quiet"])
+    message = str(exc.value.code)
+    assert message.startswith("error: attack: device 'cuda' was requested but ")
+    assert "\n" not in message and not (tmp_path / "o.npz").exists()
 
 
 def test_stage_rejects_a_missing_raw_folder(tmp_path, capsys):

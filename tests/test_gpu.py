@@ -4,7 +4,8 @@
   on the CPU for the same weights (float32 tolerance), then trains a few epochs on CUDA.
 * ``run_experiment`` trains on the GPU that ``pick_device("auto")`` picks.
 * The fast Mettack makes the same first 10 flips on CUDA as on the CPU (small SBM graph), with
-  the same meta-gradient, and ``first_argmax`` keeps the first-index tie rule on CUDA.
+  the same meta-gradient, and ``first_argmax`` keeps the first-index tie rule on CUDA; so does
+  the ``attack`` stage run with ``--device cuda``.
 * The benchmark ``twirls.bench.gpu --quick`` runs on CUDA.
 * The peak GPU memory of every GPU test is printed in pytest's terminal summary, and written as
   JSON to ``$GPU_REPORT`` when that variable is set.
@@ -30,14 +31,16 @@ import pytest
 import torch
 
 from twirls.attack import surrogate as sur
+from twirls.attack.io import load_attacked
 from twirls.attack.metattack import Metattack, first_argmax
 from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.models import MODELS, GraphOps, build_model, requires_dgl
 from twirls.params import read_all
+from twirls.stages import attack as attack_stage
 from twirls.train.device import cuda_status, pick_device
 from twirls.train.loop import TrainConfig, train_run
 
-from fixtures import block_model
+from fixtures import block_model, write_nettack
 
 CUDA = torch.cuda.is_available()
 NO_CUDA = ("no CUDA GPU: torch.cuda.is_available() is False "
@@ -237,6 +240,29 @@ def same_meta_gradient(task, device: str, lambda_: float) -> None:
     assert torch.equal(got, got.T)
 
 
+def attack_stage_on(device: str, tmp_path: Path) -> None:
+    """The ``attack`` stage (``--device``) makes the same 10 flips on ``device`` as on the CPU
+    (its surrogate, split and evaluation stay on the CPU)."""
+    raw = write_nettack(tmp_path / "raw", *block_model())
+    flips, threads = [], torch.get_num_threads()
+    try:
+        for where in ("cpu", device):
+            out = tmp_path / f"{where.replace(':', '-')}.npz"
+            assert attack_stage.main(["--dataset", "nettack-cora", "--raw", str(raw),
+                                      "--rate", str(10.5 / load_attacked_adj_edges(raw)),
+                                      "--device", where, "--eval-seeds", "1", "--quiet",
+                                      "--out", str(out)]) == 0
+            flips.append(load_attacked(out).flips.tolist())
+    finally:
+        torch.set_num_threads(threads)  # the stage sets its own
+    assert len(flips[0]) == 10 and flips[1] == flips[0]
+
+
+def load_attacked_adj_edges(raw: Path) -> int:
+    with np.load(raw / "cora.npz") as f:
+        return len(f["adj_data"]) // 2
+
+
 def first_argmax_ties(device: str) -> None:
     gen = torch.Generator().manual_seed(0)
     for shape in ((13, 9), (300, 300)):
@@ -401,6 +427,11 @@ def test_fast_mettack_meta_gradient_on_cuda_equals_the_cpus(attack_task, lambda_
 
 
 @gpu_test
+def test_attack_stage_makes_the_cpus_flips_with_device_cuda(tmp_path):
+    attack_stage_on("cuda", tmp_path)
+
+
+@gpu_test
 def test_first_argmax_keeps_the_first_index_on_cuda():
     first_argmax_ties("cuda")
 
@@ -425,8 +456,9 @@ def test_run_experiment_check_runs_on_the_cpu(monkeypatch):
     run_experiment_on("cpu", "cpu", monkeypatch)
 
 
-def test_mettack_device_path_runs_on_the_cpu(attack_task):
+def test_mettack_device_path_runs_on_the_cpu(attack_task, tmp_path):
     same_flips(attack_task, "cpu", flips=10)
+    attack_stage_on("cpu", tmp_path)
     same_meta_gradient(attack_task, "cpu", 0.5)
     first_argmax_ties("cpu")
 

@@ -114,6 +114,7 @@ def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):
                       "cpu, cuda"),
     ("attack.rate", 1.2, "attack.rate = 1.2: expected a number > 0 and < 1"),
     ("attack.implementation", "fats", "unknown implementation (did you mean 'fast'?)"),
+    ("attack.device", "gpu", "attack.device = 'gpu': unknown device"),
     ("table2.cora-gcn.model", "gcnn", "table2.cora-gcn.model = 'gcnn': unknown model "
                                      "(did you mean 'gcn'?)"),
     ("table3.texas-twirls-base.model", "twirlz", "unknown model (did you mean 'twirls'?)"),

@@ -389,7 +389,7 @@ def _train(path: str, value: Any) -> None:
 
 def _attack(path: str, value: Any) -> None:
     value = mapping(path, value)
-    keys(path, value, ("datasets", "rate", "seed", "implementation"))
+    keys(path, value, ("datasets", "rate", "seed", "implementation", "device"))
     if "datasets" in value:
         names(f"{path}.datasets", value["datasets"], ATTACKED_DATASETS, "dataset")
     if "rate" in value:
@@ -399,6 +399,8 @@ def _attack(path: str, value: Any) -> None:
     if "implementation" in value:
         choose(f"{path}.implementation", value["implementation"], ATTACK_IMPLEMENTATIONS,
                "implementation")
+    if "device" in value:
+        _device(f"{path}.device", value["device"])
 
 
 def _datasets_list(path: str, value: Any) -> None:

@@ -8,7 +8,11 @@ training nodes, Meta-Self (``lambda_=0``), ``int(rate * edges)`` flips, no likel
 Implementations:
 
 * ``fast``       — :class:`twirls.attack.metattack.Metattack` (same flips as DeepRobust, ~100×
-  faster); resumable: progress is checkpointed next to ``--out`` and resumed after a Ctrl-C;
+  faster); resumable: progress is checkpointed next to ``--out`` and resumed after a Ctrl-C.
+  ``--device`` (params.yaml ``attack.device``) says where its dense ``n × n`` work runs: ``cpu``
+  (the default: scipy, the engine that made the committed graphs) or ``auto`` / ``cuda``
+  (torch on the GPU, for speed; it makes the CPU's first flips on the GPU tests' graph, but on a
+  long attack a near-tie may break the other way, so the graph can differ from the CPU's);
 * ``deeprobust`` — DeepRobust's own ``Metattack`` (hours on Cora: reference only);
 * ``prognn``     — no attack: Pro-GNN's published ``<x>_meta_adj_<rate>.npz`` from ``--raw``
   with Pro-GNN's split.
@@ -39,6 +43,7 @@ from twirls.attack import surrogate as sur
 from twirls.attack.io import AttackedGraph, save_attacked
 from twirls.attack.metattack import Metattack
 from twirls.data import nettack
+from twirls.train.device import stage_device
 
 IMPLEMENTATIONS = ("fast", "deeprobust", "prognn")
 
@@ -76,8 +81,9 @@ def write_metrics(path: Path, metrics: dict) -> None:
     tmp.replace(path)
 
 
-def run(args: argparse.Namespace) -> dict:
-    """Attack, evaluate and write ``args.out``; returns the metadata."""
+def run(args: argparse.Namespace, device: str | torch.device = "cpu") -> dict:
+    """Attack (the ``fast`` one on ``device``), evaluate and write ``args.out``; returns the
+    metadata."""
     data = nettack.load(args.raw, args.dataset)
     adj, features, labels = data.meta["adj"], data.meta["features_sparse"], data.labels.numpy()
     n_perturbations = int(args.rate * (adj.sum() // 2))
@@ -99,7 +105,7 @@ def run(args: argparse.Namespace) -> dict:
         torch.manual_seed(args.seed)  # same random stream as DeepRobust's example
         log_probs = sur.train_gcn(adj, features, labels, train, sur.SURROGATE)
         targets = sur.self_training_labels(log_probs, labels, train)
-        attack = Metattack(adj, features, labels, train, unlabeled, targets)
+        attack = Metattack(adj, features, labels, train, unlabeled, targets, device=device)
         checkpoint = args.out.with_name(args.out.name + ".checkpoint.npz")
         attacked = attack.attack(n_perturbations, progress=not args.quiet, checkpoint=checkpoint)
         flips = np.asarray(attack.flips, np.int64)
@@ -131,7 +137,7 @@ def run(args: argparse.Namespace) -> dict:
                                   "torch_threads": torch.get_num_threads(),
                                   "gcn_clean": meta["clean"]["gcn_mean"],
                                   "gcn_attacked": meta["attacked"]["gcn_mean"]})
-    return {**meta, "seconds": seconds}
+    return {**meta, "seconds": seconds, "device": str(torch.device(device))}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -152,6 +158,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (default 1: a flip is thousands of small ops, and "
                              "with other jobs on the cores more threads make it ~10x slower)")
+    parser.add_argument("--device", default="cpu",
+                        help="where the fast attack's dense work runs: cpu (default: the engine "
+                             "behind the committed graphs), auto (CUDA if usable) or cuda[:N]; "
+                             "the other implementations run on the CPU")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     if not args.raw.is_dir():
@@ -167,15 +177,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    device = (stage_device(args.device, who="attack") if args.implementation == "fast"
+              else torch.device("cpu"))
     try:
-        meta = run(args)
+        meta = run(args, device)
     except (FileNotFoundError, ValueError) as exc:
         sys.exit(f"attack: {exc}")
     except KeyboardInterrupt:
         sys.exit(f"attack: interrupted; {args.out} was not written. Rerun the same command to "
                  f"resume from {args.out.name}.checkpoint.npz.")
     clean, attacked = meta["clean"], meta["attacked"]
-    print(f"{args.out}: {meta['n_flips']} flips in {meta['seconds']:.0f} s; GCN test accuracy "
+    print(f"{args.out}: {meta['n_flips']} flips in {meta['seconds']:.0f} s on {meta['device']}; "
+          f"GCN test accuracy "
           f"{100 * clean['gcn_mean']:.2f} -> {100 * attacked['gcn_mean']:.2f} "
           f"(± {100 * attacked['gcn_std']:.2f}); validation-selected "
           f"{100 * clean['gcn_val_mean']:.2f} -> {100 * attacked['gcn_val_mean']:.2f} "
