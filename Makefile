@@ -6,9 +6,27 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: repro test lint bench clean-venv
+.PHONY: repro test lint bench clean-venv check-python
 
-$(STAMP): requirements.txt pyproject.toml
+# requirements.txt (torch 2.2.1, dgl 2.1.0, numpy 1.26) has wheels for these Pythons only.
+PINNED_PYTHON := 3.10 3.11 3.12
+define CHECK_PYTHON
+import os, sys
+version = "%d.%d" % sys.version_info[:2]
+allowed = os.environ["PINNED_PYTHON"].split()
+if version not in allowed:
+    sys.exit("make: %s is Python %s, but requirements.txt (torch 2.2.1, dgl 2.1.0) installs on "
+             "Python %s only. Install one and rerun with it, e.g. `make %s PYTHON=python%s`%s."
+             % (sys.executable, version, ", ".join(allowed), os.environ["GOAL"], allowed[-1],
+                " after `make clean-venv`" if os.environ["IN_VENV"] else ""))
+endef
+export CHECK_PYTHON PINNED_PYTHON
+
+check-python:  # the interpreter of .venv (or $(PYTHON) before .venv exists) can take the pins
+	@if test -x $(BIN)/python; then py=$(BIN)/python; venv=1; else py=$(PYTHON); venv=; fi; \
+	GOAL="$(or $(firstword $(MAKECMDGOALS)),repro)" IN_VENV=$$venv $$py -c "$$CHECK_PYTHON"
+
+$(STAMP): requirements.txt pyproject.toml | check-python
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt

@@ -1,0 +1,56 @@
+"""The Makefile refuses, in one line, a Python that the pinned stack has no wheels for."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no `make` on the PATH")
+
+
+def make(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    return subprocess.run(["make", "-s", "-C", str(folder), *args, f"PYTHON={sys.executable}"],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    shutil.copy(REPO / "Makefile", tmp_path / "Makefile")
+    for name in ("requirements.txt", "pyproject.toml"):  # what .venv/.installed is made from
+        (tmp_path / name).write_text("")
+    return tmp_path
+
+
+def test_a_pinned_python_passes(folder):
+    pinned = re.search(r"^PINNED_PYTHON := (.*)$", (folder / "Makefile").read_text(), re.M)
+    assert VERSION in pinned.group(1).split()  # CI's interpreter is one of the pinned ones
+    done = make(folder, "check-python")
+    assert done.returncode == 0, done.stderr
+
+
+def test_another_python_is_one_line_naming_it_and_the_fix(folder):
+    done = make(folder, "check-python", "PINNED_PYTHON=3.10 9.9")
+    assert done.returncode != 0
+    line = done.stderr.splitlines()[0]
+    assert line.startswith(f"make: {sys.executable} is Python {VERSION}, but requirements.txt")
+    assert "installs on Python 3.10, 9.9 only" in line and "PYTHON=python9.9`." in line
+    assert not (folder / ".venv").exists()
+
+
+def test_a_venv_of_another_python_says_to_remove_it(folder):
+    (folder / ".venv" / "bin").mkdir(parents=True)
+    (folder / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    done = make(folder, "test", "PINNED_PYTHON=9.9")  # checked before installing or testing
+    assert done.returncode != 0
+    line = done.stderr.splitlines()[0]
+    assert line.startswith(f"make: {folder}/.venv/bin/python is Python {VERSION}")
+    assert line.endswith("`make test PYTHON=python9.9` after `make clean-venv`.")
