@@ -8,8 +8,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: repro test lint bench clean-venv check-python
 
-# requirements.txt (torch 2.2.1, dgl 2.1.0, numpy 1.26) has wheels for these Pythons only.
-PINNED_PYTHON := 3.10 3.11 3.12
+# requirements.txt has wheels for these Pythons only: torch 2.2.1 and dgl 2.1.0 stop at 3.12,
+# scipy 1.17 and pandas 3 start at 3.11.
+PINNED_PYTHON := 3.11 3.12
 define CHECK_PYTHON
 import os, sys
 version = "%d.%d" % sys.version_info[:2]
