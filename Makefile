@@ -88,3 +88,10 @@ test-gpu:  # every model family on CUDA vs the CPU, fast Mettack flips, peak GPU
 
 bench-gpu:  # reports/benchmarks/gpu.json: Table 11's models per epoch on the GPU, Mettack per flip
 	PYTHONPATH=src $(GPU_PYTHON) -m twirls.bench.gpu --device cuda --out reports/benchmarks/gpu.json
+
+# DVC as wheels for a GPU machine's own Python 3.12 without internet (docs/gpu-session.md): carry
+# .wheels there and `python3 -m pip install --no-deps --no-index .wheels/*.whl`.
+.PHONY: device-wheels
+device-wheels:
+	rm -rf .wheels
+	$(PYTHON312) -m pip wheel --quiet --no-deps -w .wheels -r requirements-device.txt

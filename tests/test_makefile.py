@@ -1,4 +1,5 @@
-"""The Makefile refuses, in one line, a Python that the pinned stack has no wheels for."""
+"""Setting up: the Makefile refuses, in one line, a Python that the pinned stack has no wheels
+for; the GPU machine's DVC wheels pin the same DVC."""
 
 from __future__ import annotations
 
@@ -54,3 +55,18 @@ def test_a_venv_of_another_python_says_to_remove_it(folder):
     line = done.stderr.splitlines()[0]
     assert line.startswith(f"make: {folder}/.venv/bin/python is Python {VERSION}")
     assert line.endswith("`make test PYTHON=python9.9` after `make clean-venv`.")
+
+
+def pins(path: Path) -> dict[str, str]:
+    lines = [ln.split("#")[0].strip() for ln in path.read_text().splitlines()]
+    return dict(ln.split("==") for ln in lines if ln)
+
+
+def test_device_wheels_pin_the_same_dvc_as_the_pinned_stack():
+    """``make device-wheels`` builds requirements-device.txt: DVC for a GPU machine's own stack,
+    the same DVC (and C YAML reader) that requirements.txt installs, every package pinned."""
+    device, pinned = pins(REPO / "requirements-device.txt"), pins(REPO / "requirements.txt")
+    for name in ("dvc", "ruamel.yaml.clib"):
+        assert device[name] == pinned[name]
+    assert not {"torch", "numpy", "scipy", "pandas", "dgl"} & set(device)  # the machine's own
+    assert "requirements-device.txt" in (REPO / "Makefile").read_text()

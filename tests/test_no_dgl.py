@@ -4,7 +4,7 @@ A fresh interpreter gets a meta-path hook that makes ``import dgl`` fail, as on 
 DGL is not installed (or is installed but broken by a newer torch). It then loads every module of
 the torch-native core, trains TWIRLS (with attention) and GCN, makes fast-Mettack flips, runs
 GNNGuard, and checks that DGL was never imported; GAT, which needs DGL's layers, fails with one
-message saying what to install.
+message saying what to install, and a stage building GraphSAGE exits with that one line.
 """
 
 from __future__ import annotations
@@ -79,9 +79,22 @@ SCRIPT = BLOCK_DGL + textwrap.dedent("""
         gat_error = ""
     except ImportError as exc:
         gat_error = str(exc)
+
+    import contextlib, io
+    from twirls.stages.skeleton import entry
+
+    @entry
+    def stage(argv=None):  # a stage that builds a model on DGL's layers
+        build_model("graphsage", None, 8, 3)
+        return 0
+
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        stage_exit = stage([])
     print(json.dumps({"dgl_imported": "dgl" in sys.modules, "skipped": skipped,
                       "scores": scores, "flips": attack.flips, "guard": guard.test_acc,
-                      "gat_error": gat_error}))
+                      "gat_error": gat_error, "stage_exit": stage_exit,
+                      "stage_stderr": stderr.getvalue()}))
 """)
 
 
@@ -98,3 +111,7 @@ def test_core_trains_and_attacks_without_dgl():
     assert 0.0 <= out["guard"] <= 1.0
     assert "GAT runs on DGL's layers" in out["gat_error"]
     assert "requirements.txt" in out["gat_error"]
+    # in a stage: exit 1 and one line, not a traceback
+    assert out["stage_exit"] == 1
+    assert out["stage_stderr"].startswith("error: ") and out["stage_stderr"].count("\n") == 1
+    assert "GraphSAGE runs on DGL's layers" in out["stage_stderr"]

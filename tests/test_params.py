@@ -15,7 +15,7 @@ from twirls.config.entries import attacked_twirls_entry, table4_entry, table9_en
 from twirls.config.schema import ATTACKED_GROUPS, TRAIN_GROUPS, ConfigError, check_params
 from twirls.data.defaults import DATASET_DEFAULTS
 from twirls.data.registry import LOADERS
-from twirls.params import params_file, read_all
+from twirls.params import params_file, read_all, write_all
 from twirls.reports.render import EXTRA_TABLES
 from twirls.reports.results import read_paper
 
@@ -144,6 +144,21 @@ def test_each_kind_of_mistake_is_one_line_naming_key_value_and_what_is_allowed(p
     top = path.split(".")[0]
     assert message in text and "\n" not in text
     assert text.startswith(f"{params_file(top)}: "), text  # the file to fix
+
+
+def test_a_stage_run_as_dvc_runs_it_names_itself_in_its_one_line_error(tmp_path):
+    """``python -m twirls.stages.train ...`` (dvc.yaml's command) with a bad shared value."""
+    from twirls.rehearsal.run import child_env, make_workspace
+
+    work = make_workspace(REPO, tmp_path / "work", git=False)
+    write_all(work, with_value("device", "gpu"))
+    proc = subprocess.run([sys.executable, "-m", "twirls.stages.train", "table2", "cora-gcn"],
+                          cwd=work, env=child_env(REPO), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "error: train: params.yaml: device = 'gpu': unknown device (did you mean 'cpu'?); "
+        "allowed: auto, cpu, cuda"]
 
 
 def test_check_params_stage_fails_fast_with_one_line_and_no_traceback(tmp_path):

@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import os
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -23,13 +24,13 @@ from twirls.cws.protocols import PAPER, choose_protocol, load_cws
 from twirls.data import pku as pku_data
 from twirls.data.fetch import entries_for, fetch_file
 from twirls.data.registry import STATUS_FILE, load_dataset
-from twirls.params import read_all
+from twirls.params import read_all, write_all
 from twirls.rehearsal import generate as gen
 from twirls.rehearsal.estimate import stage_record
 from twirls.rehearsal.graphs import scaled
 from twirls.rehearsal.measure import run_measured
 from twirls.rehearsal.plan import StagePlan, all_plans
-from twirls.rehearsal.run import check_out_path
+from twirls.rehearsal.run import check_out_path, child_env, make_workspace
 from twirls.rehearsal.run import main as rehearsal_main
 from twirls.rehearsal.sizes import AMAZON, ARXIV, PKU, PUBMED
 from twirls.rehearsal.textio import format_floats, row_seps, table_text
@@ -309,6 +310,23 @@ def test_runner_tiny_scale_real_stages(tmp_path):
     assert report["machine"]["cpu_count"] >= 1 and report["machine"]["torch"]
     assert report["not_run"] == []  # table12 trains on PKU
     assert _snapshot() == before  # nothing written to reports/tables or results.csv
+
+
+@pytest.mark.parametrize("git", [True, False])
+def test_workspace_gives_stages_their_params_with_or_without_git(tmp_path, git):
+    """Without git (a bare GPU image) the workspace is a no-SCM DVC project; a stage's child
+    process, with no git on its PATH, still reads exactly the params it declares."""
+    work = make_workspace(REPO, tmp_path / "work", git=git)
+    write_all(work, read_all(REPO))
+    assert (work / ".git").is_dir() == git
+    env = child_env(REPO)
+    if not git:
+        env["PATH"] = str(Path(sys.executable).parent)  # no git to fall back on
+    code = "from twirls.params import load_params; print(sorted(load_params('table11')))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "['device', 'table11']"  # what dvc.yaml declares for it
 
 
 def test_runner_tiny_scale_table12_paper_protocol(tmp_path):

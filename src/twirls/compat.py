@@ -29,10 +29,15 @@ DGL_INSTALL_HINT = ("install the pinned stack (`pip install -r requirements.txt`
                     "dgl==2.1.0), or for CUDA DGL's own wheel (README, 'Device and GPUs')")
 
 
+class DGLUnavailable(ImportError):
+    """A model built on DGL's layers was asked for where DGL cannot be imported; a stage
+    reports it as one line (:func:`twirls.stages.skeleton.entry`)."""
+
+
 def import_dgl_nn(who: str) -> ModuleType:
-    """``dgl.nn``, or an ``ImportError`` saying that ``who`` needs DGL and how to get it."""
+    """``dgl.nn``, or :class:`DGLUnavailable` saying that ``who`` needs DGL and how to get it."""
     try:
         return importlib.import_module("dgl.nn")
     except ImportError as exc:
-        raise ImportError(f"{who} runs on DGL's layers, and DGL cannot be imported ({exc}); "
-                          f"{DGL_INSTALL_HINT}") from exc
+        raise DGLUnavailable(f"{who} runs on DGL's layers, and DGL cannot be imported ({exc}); "
+                             f"{DGL_INSTALL_HINT}") from exc

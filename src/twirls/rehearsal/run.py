@@ -65,16 +65,28 @@ def find_repo(start: Path) -> Path:
     raise SystemExit(f"no dvc.yaml + params.yaml in {start} or its parents; run from the repo")
 
 
-def make_workspace(repo: Path, work: Path) -> Path:
+def make_workspace(repo: Path, work: Path, *, git: bool | None = None) -> Path:
     """``work`` as a minimal DVC project: the repo's ``dvc.yaml``, ``.dvc/config`` and
-    ``.dvcignore`` in a fresh git repository (``params.yaml`` is written per run)."""
+    ``.dvcignore`` in a fresh git repository (``params.yaml`` is written per run). Without
+    ``git`` (default: whether it is on the PATH, e.g. not on a bare GPU image) the project uses
+    DVC's no-SCM mode instead (``core.no_scm``), which ``dvc.api.params_show`` reads the same."""
     work.mkdir(parents=True, exist_ok=True)
     (work / ".dvc").mkdir(exist_ok=True)
     shutil.copy2(repo / "dvc.yaml", work / "dvc.yaml")
     for rel in (".dvc/config", ".dvcignore"):
         if (repo / rel).is_file():
             shutil.copy2(repo / rel, work / rel)
-    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
+    if git is None:
+        git = shutil.which("git") is not None
+    if git:
+        subprocess.run(["git", "init", "-q"], cwd=work, check=True)
+    else:
+        config = work / ".dvc" / "config"
+        lines = config.read_text().splitlines() if config.is_file() else []
+        if "[core]" not in lines:
+            lines.append("[core]")
+        lines.insert(lines.index("[core]") + 1, "    no_scm = true")
+        config.write_text("\n".join(lines) + "\n")
     return work
 
 

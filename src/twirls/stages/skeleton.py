@@ -95,14 +95,22 @@ def open_stage(stage: str) -> dict[str, Any]:
 
 
 def entry(stage_main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
-    """Wrap a stage's ``main``: a user-facing error becomes one line on stderr and exit 1."""
+    """Wrap a stage's ``main``: a user-facing error (a bad value, a damaged dataset, a model
+    that needs DGL where DGL is missing) becomes one line on stderr and exit 1."""
+    from twirls.compat import DGLUnavailable
     from twirls.data.registry import DatasetDamaged
+
+    module = stage_main.__module__
+    if module == "__main__":  # `python -m twirls.stages.<name>`, as dvc.yaml runs it
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        module = spec.name if spec is not None else module
+    name = module.rsplit(".", 1)[-1]
 
     def run(argv: list[str] | None = None) -> int:
         try:
             return stage_main(argv)
-        except (ValueError, DatasetDamaged) as exc:
-            print(f"error: {stage_main.__module__.rsplit('.', 1)[-1]}: {exc}", file=sys.stderr)
+        except (ValueError, DatasetDamaged, DGLUnavailable) as exc:
+            print(f"error: {name}: {exc}", file=sys.stderr)
             return 1
 
     run.__doc__ = stage_main.__doc__
