@@ -116,3 +116,28 @@ def test_stage_rejects_a_bad_model_config_by_name(tmp_path, monkeypatch, capsys)
     assert len(err) == 1 and err[0].startswith("error: ")  # one line, no traceback
     assert "table11.models.GCN: GCN config: unknown key 'hiden'" in err[0]
     assert not (tmp_path / "results" / "table11.json").exists()
+
+
+def test_a_model_timed_on_the_cpu_beside_gpu_models_is_a_stand_in():
+    """``device: auto`` on a GPU with a CPU-only DGL: GAT's seconds (CPU) next to GCN's (GPU)
+    are not Table 11's comparison, so they are stand-in cells, saying why; on one device every
+    cell is judged as usual."""
+    from twirls.stages.timing import timing_cells
+
+    timers = []
+    for name, seconds in (("GCN", 0.01), ("GAT", 2.0)):
+        timer = EpochTimer(name, torch.nn.Linear(4, 3), lambda: None, None, None)
+        timer.train_s, timer.test_s = [seconds, seconds * 1.1], [seconds / 2]
+        timers.append(timer)
+    mixed = timing_cells(timers, {"GCN": "cuda", "GAT": "cpu"}, "random graph", 1)
+    status = {(c.model, c.metric): c.status for c in mixed}
+    assert status == {("GCN", "train_seconds"): "", ("GCN", "test_seconds"): "",
+                      ("GCN", "parameters"): "", ("GAT", "train_seconds"): "stand-in",
+                      ("GAT", "test_seconds"): "stand-in", ("GAT", "parameters"): ""}
+    gat = next(c for c in mixed if (c.model, c.metric) == ("GAT", "train_seconds"))
+    assert "timed on the CPU while the other models ran on cuda" in gat.note
+    assert gat.mean == pytest.approx(2.1) and gat.runs == 2
+    one_device = timing_cells(timers, {"GCN": "cpu", "GAT": "cpu"}, "random graph", 1)
+    assert {c.status for c in one_device} == {""}
+    assert [c.note for c in one_device][0] == "random graph; cpu (1 threads); median over epochs"
+    assert [c.mean for c in one_device][-1] == 4 * 3 + 3  # parameters
