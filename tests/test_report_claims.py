@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from twirls.reports.claims import Values, evaluate, read_claims, verdict
+from twirls.reports.claims import Values, close_calls, evaluate, read_claims, verdict
 from twirls.reports.claims_section import verdict_counts, verdicts
 from twirls.reports.headline import headline, write_headline
 from twirls.reports.render import table_frame, write_index
@@ -38,6 +38,44 @@ def attack_cells(twirls_cora: float, twirls_citeseer: float) -> list[Cell]:
 def test_a_claim_verdict_is_computed_from_the_cells(cora, citeseer, expected):
     results = build_results(attack_cells(cora, citeseer), read_paper())
     assert verdict(evaluate(ATTACK_CLAIM, Values(results))) == expected
+
+
+def test_a_comparison_within_one_standard_error_is_a_close_call():
+    """Others at 70 ± 1 (5 runs): the standard error of a difference is sqrt(2 / 5) = 0.63. Cora's
+    TWIRLS at 69.5 sits 0.5 above the -1 threshold (close), Citeseer's at 71.5 2.5 above it."""
+    results = build_results(attack_cells(69.5, 71.5), read_paper())
+    outcomes = evaluate(ATTACK_CLAIM, Values(results))
+    assert verdict(outcomes) == "holds" and close_calls(outcomes) == ["nettack-cora"]
+    assert "a close call (standard error of the difference 0.63)" in outcomes[0].detail
+    assert "close call" not in outcomes[1].detail
+    # the paper's numbers have no runs to weigh: never a close call
+    assert close_calls(evaluate(ATTACK_CLAIM, Values(results, column="paper_mean"))) == []
+    margin = {"id": "m", "claim": "c", "source": "s", "test": "t", "checks": [
+        {"rule": "margin_over", "table": "attack", "subject": "TWIRLS", "other": "GNNGuard",
+         "datasets": ["nettack-cora", "nettack-citeseer"], "margin": 2.0}]}
+    outcomes = evaluate(margin, Values(results))  # -0.5 and +1.5 against a margin of 2
+    assert [o.ok for o in outcomes] == [False, False]
+    assert close_calls(outcomes) == ["nettack-citeseer (TWIRLS vs GNNGuard)"]
+
+
+@pytest.mark.parametrize("leads,close", [
+    ((0.3, 0.4, 3.0, 3.0), True),  # best on 4, but only 2 leads are clear of the noise
+    ((0.3, 3.0, 3.0, 3.0), False),  # best on 4, 3 clear leads
+    ((-0.3, -0.4, 3.0, -3.0), True),  # best on 1, on 3 if the two narrow deficits turned
+    ((-3.0, -3.0, 3.0, -3.0), False),
+])
+def test_the_best_on_count_is_a_close_call_when_narrow_leads_decide_it(leads, close):
+    claim = next(c for c in read_claims() if c["id"] == "heterophily")
+    datasets = claim["checks"][0]["datasets"]
+    cells = [Cell("heterophily", ds, m, "accuracy", 60.0, 1.0, 10)
+             for ds in datasets for m in claim["checks"][0]["others"]]
+    cells += [Cell("heterophily", ds, "TWIRLS", "accuracy", 60.0 + lead, 1.0, 10)
+              for ds, lead in zip(datasets, leads, strict=True)]
+    outcomes = evaluate(claim, Values(build_results(cells, read_paper())))
+    count = outcomes[-1]
+    assert count.ok == (sum(lead > 0 for lead in leads) >= 3) and count.close == close
+    narrow = [ds for ds, lead in zip(datasets, leads, strict=True) if abs(lead) < (0.2 ** 0.5)]
+    assert count.detail.endswith(f"runner-up on {', '.join(narrow)}") == bool(narrow)
 
 
 def test_a_claim_without_our_numbers_is_untested_and_partly_when_some_are_missing():

@@ -6,10 +6,16 @@ a cell without our number). The claim's verdict: ``holds`` (every group holds), 
 hold`` (every tested group fails), ``partly`` (naming the groups that hold, fail, are untested)
 or ``untested``. Cells from a stand-in protocol are used and the verdict says so. The same
 checks run on the paper's own numbers, as a check of the rule itself.
+
+A comparison of two means is a *close call* when its distance from the rule's threshold is
+below the standard error of their difference, ``sqrt(std_a² / runs_a + std_b² / runs_b)`` (our
+runs' spread): more runs, or another machine's rounding, could turn it either way. The report
+names those groups beside the verdict.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +38,8 @@ class Outcome:
     detail: str
     stand_in: bool = False
     gap: float | None = None  # subject minus the best other, where the rule compares so
+    error: float | None = None  # standard error of the compared difference (our runs)
+    close: bool = False  # decided within one standard error of the rule's threshold
 
 
 @dataclass
@@ -57,6 +65,24 @@ class Values:
         stand_in = self.column == "mean" and row["status"] == "stand-in"
         return (None if pd.isna(value) else float(value)), stand_in
 
+    def error(self, table: str, dataset: str, model: str, metric: str) -> float | None:
+        """Standard error of our mean, ``std / sqrt(runs)``; None for the paper's numbers (their
+        runs are not known) and for a cell without a spread."""
+        if self.column != "mean":
+            return None
+        r = self.results
+        hit = r[(r["table"] == table) & (r["dataset"] == dataset) & (r["model"] == model)
+                & (r["metric"] == metric)]
+        if not len(hit) or pd.isna(hit.iloc[0]["std"]) or not hit.iloc[0]["runs"]:
+            return None
+        return float(hit.iloc[0]["std"]) / math.sqrt(float(hit.iloc[0]["runs"]))
+
+    def difference_error(self, table: str, dataset: str, metric: str,
+                         models: tuple[str, str]) -> float | None:
+        """Standard error of the difference of two models' means (None if either lacks one)."""
+        errors = [self.error(table, dataset, m, metric) for m in models]
+        return None if None in errors else math.hypot(*errors)
+
     def curve(self, sweep: str, curve: str, x: str) -> list[tuple[Any, float]]:
         """``[(x value, mean)]`` of one curve, by x; a curve without x gives ``[(None, mean)]``."""
         if self.column != "mean":
@@ -68,6 +94,15 @@ class Values:
 
 def _missing(group: str, what: str) -> Outcome:
     return Outcome(group, None, f"{group}: untested ({what} has no number)")
+
+
+def _judged(group: str, value: float, threshold: float, detail: str, stand_in: bool,
+            error: float | None, gap: float | None = None) -> Outcome:
+    """``value >= threshold``, a close call when they are less than ``error`` apart."""
+    close = error is not None and abs(value - threshold) < error
+    if close:
+        detail += f"; a close call (standard error of the difference {error:.2f})"
+    return Outcome(group, value >= threshold - 1e-9, detail, stand_in, gap, error, close)
 
 
 def at_least_best_of(v: Values, c: dict) -> list[Outcome]:
@@ -89,7 +124,8 @@ def at_least_best_of(v: Values, c: dict) -> list[Outcome]:
                                                    if skipped else ""))
         stand_in = s_in or any(got[m][1] for m in present)
         gap = s - present[best]
-        out.append(Outcome(group, gap >= -float(c["tolerance"]) - 1e-9, detail, stand_in, gap))
+        error = v.difference_error(c["table"], ds, metric, (c["subject"], best))
+        out.append(_judged(group, gap, -float(c["tolerance"]), detail, stand_in, error, gap))
     return out
 
 
@@ -101,9 +137,19 @@ def best_on_at_least(v: Values, c: dict) -> list[Outcome]:
     tested = [o for o in per if o.ok is not None]
     n = len(best)
     enough = True if n >= int(c["count"]) else (None if len(tested) < len(per) else False)
-    per.append(Outcome(f"best on >= {c['count']} datasets", enough,
-                       f"best on {n} of {len(per)} datasets "
-                       f"({', '.join(o.group for o in best) or 'none'})"))
+    detail = (f"best on {n} of {len(per)} datasets "
+              f"({', '.join(o.group for o in best) or 'none'})")
+    # the count is a close call when leads or deficits within one standard error decide it
+    narrow = [o for o in per if o.gap is not None and o.error is not None
+              and abs(o.gap) < o.error]
+    if enough is True:  # would it still hold without the narrow leads?
+        close = sum(o not in narrow for o in best) < int(c["count"])
+    else:  # would it hold if the narrow deficits turned into leads?
+        close = enough is False and n + sum(o not in best for o in narrow) >= int(c["count"])
+    if narrow:
+        detail += ("; within one standard error of the runner-up on "
+                   f"{', '.join(o.group for o in narrow)}")
+    per.append(Outcome(f"best on >= {c['count']} datasets", enough, detail, close=close))
     return per
 
 
@@ -118,8 +164,9 @@ def margin_over(v: Values, c: dict) -> list[Outcome]:
         if s is None or o is None:
             out.append(_missing(group, c["subject"] if s is None else c["other"]))
             continue
-        out.append(Outcome(group, s - o >= float(c["margin"]) - 1e-9,
-                           f"{group}: {s:.2f} - {o:.2f} = {s - o:+.2f}", s_in or o_in))
+        error = v.difference_error(c["table"], ds, metric, (c["subject"], c["other"]))
+        out.append(_judged(group, s - o, float(c["margin"]),
+                           f"{group}: {s:.2f} - {o:.2f} = {s - o:+.2f}", s_in or o_in, error))
     return out
 
 
@@ -211,6 +258,11 @@ def verdict(outcomes: list[Outcome]) -> str:
     if any(o.stand_in for o in outcomes if o.ok is not None):
         text += " (on stand-in cells)"
     return text
+
+
+def close_calls(outcomes: list[Outcome]) -> list[str]:
+    """The groups decided within one standard error (see the module docstring)."""
+    return [o.group for o in outcomes if o.ok is not None and o.close]
 
 
 def read_claims(path: Path = CLAIMS) -> list[dict[str, Any]]:

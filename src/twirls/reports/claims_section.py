@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from twirls.reports.claims import Values, evaluate, verdict
+from twirls.reports.claims import Values, close_calls, evaluate, verdict
 
 
 def verdicts(claims: list[dict[str, Any]], ours: Values, paper: Values) -> list[dict[str, Any]]:
@@ -32,11 +32,15 @@ def claims_lines(judged: list[dict[str, Any]]) -> list[str]:
     lines = ["## The paper's claims", "",
              "Each verdict is computed from the cells named below by the rule in "
              "`src/twirls/reports/claims.yaml` (holds / does not hold / partly / untested: no "
-             "data). The last column applies the same rule to the paper's own numbers.", "",
-             "| # | claim (paper) | source | verdict | on the paper's numbers |",
-             "|---|---|---|---|---|"]
+             "data). *Close calls* are the comparisons decided by less than the standard error "
+             "of the difference of the two means (our runs' std / sqrt(runs)): more runs, or "
+             "another CPU's rounding, could turn them either way. The last column applies the "
+             "same rule to the paper's own numbers.", "",
+             "| # | claim (paper) | source | verdict | close calls | on the paper's numbers |",
+             "|---|---|---|---|---|---|"]
     for i, j in enumerate(judged, start=1):
-        lines.append(f"| {i} | “{j['claim']}” | {j['source']} | **{j['verdict']}** | "
+        close = ", ".join(close_calls(j["outcomes"])) or "—"
+        lines.append(f"| {i} | “{j['claim']}” | {j['source']} | **{j['verdict']}** | {close} | "
                      f"{j['paper_verdict']} |")
     lines += ["", "### How each claim was tested", ""]
     for i, j in enumerate(judged, start=1):
