@@ -219,6 +219,7 @@ def test_auto_picks_cuda_for_torch_native_models_with_pypi_dgl(monkeypatch, caps
     from twirls.train import device as dev
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(dev, "gpu_arch_status", lambda: (True, ""))  # a GPU torch supports
     dev.dgl_cuda_status.cache_clear()
     try:
         ok, reason = dev.dgl_cuda_status()  # the real DGL 2.1.0 from PyPI: no CUDA
@@ -243,6 +244,7 @@ def test_auto_without_dgl_keeps_only_gat_and_graphsage_on_the_cpu(monkeypatch, c
     from twirls.train import device as dev
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(dev, "gpu_arch_status", lambda: (True, ""))  # a GPU torch supports
     monkeypatch.setitem(sys.modules, "dgl", None)  # `import dgl` raises ImportError
     dev.dgl_cuda_status.cache_clear()
     try:
@@ -258,6 +260,56 @@ def test_auto_without_dgl_keeps_only_gat_and_graphsage_on_the_cpu(monkeypatch, c
             pick_device("cuda", needs_dgl=True, who="train@texas-gat")
     finally:
         dev.dgl_cuda_status.cache_clear()
+
+
+@pytest.mark.parametrize(("capability", "arches", "ok"), [
+    ((8, 6), ["sm_50", "sm_80", "sm_90"], True),  # sm_80 binaries run on sm_86
+    ((9, 0), ["sm_80", "sm_90"], True),
+    ((12, 0), ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"], False),  # 2.2.1
+    ((12, 0), ["sm_80", "sm_90", "compute_90"], True),  # PTX, compiled when first loaded
+    ((7, 0), ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"], False),  # V100, 2.15
+    ((8, 0), ["sm_86"], False),  # a newer minor's binary does not run on an older one
+    ((8, 0), [], True),
+])
+def test_kernels_for_a_gpu_follow_cudas_compatibility_rules(capability, arches, ok):
+    from twirls.train.device import has_kernels_for
+
+    assert has_kernels_for(capability, arches) is ok
+
+
+def test_the_installed_torch_runs_on_its_own_architectures_and_not_past_them():
+    """On the build's own list (the pinned torch 2.2.1 has sm_50 ... sm_90, no PTX)."""
+    from twirls.train.device import has_kernels_for
+
+    flags = getattr(torch._C, "_cuda_getArchFlags", lambda: "")().split()
+    if not flags:
+        pytest.skip("this torch is built without CUDA")
+    sms = [(int(f[3:-1]), int(f[-1])) for f in flags if f.startswith("sm_")]
+    assert all(has_kernels_for(cap, flags) for cap in sms)
+    beyond = (max(sms)[0] + 1, 0)
+    assert has_kernels_for(beyond, flags) == any(f.startswith("compute_") for f in flags)
+
+
+def test_a_gpu_this_torch_has_no_kernels_for_counts_as_no_gpu(monkeypatch, capsys):
+    """The pinned torch 2.2.1 on a Blackwell GPU: `auto` uses the CPU with one line saying why
+    (not DGL's fault), `cuda` is one clear error, instead of a failure at the first kernel."""
+    from twirls.train import device as dev
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: (12, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "NVIDIA RTX PRO 6000")
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ["sm_80", "sm_86", "sm_90"])
+    dev.gpu_arch_status.cache_clear()
+    try:
+        assert pick_device("auto", who="train@cora-gcn") == torch.device("cpu")
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("train@cora-gcn: runs on the CPU")
+        assert "has no kernels for the GPU NVIDIA RTX PRO 6000 (compute capability 12.0" in err
+        assert "a torch build with kernels for this GPU fixes this" in err
+        with pytest.raises(RuntimeError, match="'cuda' was requested but this torch .* no kernels"):
+            pick_device("cuda", who="train@cora-gcn")
+    finally:
+        dev.gpu_arch_status.cache_clear()
 
 
 def test_models_that_need_dgl_are_flagged():

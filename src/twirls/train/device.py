@@ -4,7 +4,9 @@ Every model whose kernels are torch's (TWIRLS, MLP, SGC, GCN, APPNP, JKNet, GCNI
 the closed form), the fast Mettack, GNNGuard and the DeepRobust defenses run on CUDA whenever
 ``torch.cuda.is_available()``. GAT and GraphSAGE call DGL's layers, so they need a DGL built with
 CUDA as well; PyPI's DGL (2.1.0) is CPU-only, and with it those two run on the CPU, with one
-log line saying so, while the rest of the pipeline uses the GPU.
+log line saying so, while the rest of the pipeline uses the GPU. A GPU that the installed
+torch has no kernels for (e.g. a Blackwell GPU under the pinned torch 2.2.1) counts as no GPU,
+with one line saying why, instead of failing at the first kernel launch.
 """
 
 from __future__ import annotations
@@ -31,11 +33,46 @@ def dgl_cuda_status() -> tuple[bool, str]:
     return True, ""
 
 
+def has_kernels_for(capability: tuple[int, int], arches: list[str]) -> bool:
+    """Whether a torch built for ``arches`` (``torch.cuda.get_arch_list()``, e.g. ``sm_86``,
+    ``compute_90``) runs on a GPU of compute ``capability``: a binary for the same major and a
+    minor not above the GPU's (CUDA's binary compatibility), or PTX for an architecture not
+    above it (compiled for the GPU when first loaded). An empty list says nothing: True."""
+    major, minor = capability
+    for arch in arches:
+        kind, _, digits = arch.partition("_")
+        if not digits.isdigit():
+            continue
+        a_major, a_minor = int(digits[:-1]), int(digits[-1])
+        if kind == "sm" and a_major == major and a_minor <= minor:
+            return True
+        if kind == "compute" and (a_major, a_minor) <= (major, minor):
+            return True
+    return not arches
+
+
+@cache
+def gpu_arch_status() -> tuple[bool, str]:
+    """``(True, "")`` if this torch build has kernels for GPU 0, else ``(False, reason)``: e.g.
+    the pinned torch 2.2.1 (CUDA 12.1, up to sm_90) on a Blackwell GPU (sm_100, sm_120), where
+    ``torch.cuda.is_available()`` is True but every kernel launch would fail."""
+    capability = torch.cuda.get_device_capability(0)
+    arches = torch.cuda.get_arch_list()
+    if has_kernels_for(capability, arches):
+        return True, ""
+    return False, (f"this torch {torch.__version__} (CUDA {torch.version.cuda}) has no kernels "
+                   f"for the GPU {torch.cuda.get_device_name(0)} (compute capability "
+                   f"{capability[0]}.{capability[1]}; the build has {', '.join(arches)})")
+
+
 def cuda_status(needs_dgl: bool = False) -> tuple[bool, str]:
     """``(True, "")`` if CUDA is usable (for a model on DGL's kernels if ``needs_dgl``), else
     ``(False, reason)``."""
     if not torch.cuda.is_available():
         return False, "torch sees no CUDA GPU (torch.cuda.is_available() is False)"
+    ok, reason = gpu_arch_status()
+    if not ok:
+        return False, reason
     if needs_dgl:
         return dgl_cuda_status()
     return True, ""
@@ -61,8 +98,10 @@ def pick_device(preference: str = "auto", *, needs_dgl: bool = False,
     ok, reason = cuda_status(needs_dgl)
     if preference == "auto":
         if not ok and torch.cuda.is_available():
+            fix = ("DGL's CUDA wheel fixes this" if gpu_arch_status()[0]
+                   else "a torch build with kernels for this GPU fixes this")
             print(f"{who or 'model'}: runs on the CPU although a GPU is present: {reason}. "
-                  "DGL's CUDA wheel fixes this (README, 'Device and GPUs').", file=sys.stderr)
+                  f"{fix} (README, 'Device and GPUs').", file=sys.stderr)
         return torch.device("cuda" if ok else "cpu")
     if not ok:
         what = f"{who}: device" if who else "device"
