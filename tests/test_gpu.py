@@ -42,9 +42,8 @@ from twirls.train.loop import TrainConfig, train_run
 
 from fixtures import block_model, write_nettack
 
-CUDA = torch.cuda.is_available()
-NO_CUDA = ("no CUDA GPU: torch.cuda.is_available() is False "
-           "(run `pytest -m gpu` on a GPU machine)")
+CUDA, WHY_NOT = cuda_status()  # also False on a GPU this torch build has no kernels for
+NO_CUDA = f"no usable CUDA GPU: {WHY_NOT} (run `pytest -m gpu` on a GPU machine)"
 needs_cuda = pytest.mark.skipif(not CUDA, reason=NO_CUDA)
 REPO = Path(__file__).resolve().parents[1]
 PAPER_CSV = REPO / "src" / "twirls" / "reports" / "paper_numbers.csv"
