@@ -51,14 +51,18 @@ class Values:
     sweeps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     column: str = "mean"
 
-    def cell(self, table: str, dataset: str, model: str, metric: str) -> tuple[float | None, bool]:
-        """``(value, from a stand-in protocol)``; value None when the cell has no number."""
+    def _row(self, table: str, dataset: str, model: str, metric: str) -> pd.Series | None:
+        """The results.csv row of one cell, or None."""
         r = self.results
         hit = r[(r["table"] == table) & (r["dataset"] == dataset) & (r["model"] == model)
                 & (r["metric"] == metric)]
-        if not len(hit):
+        return hit.iloc[0] if len(hit) else None
+
+    def cell(self, table: str, dataset: str, model: str, metric: str) -> tuple[float | None, bool]:
+        """``(value, from a stand-in protocol)``; value None when the cell has no number."""
+        row = self._row(table, dataset, model, metric)
+        if row is None:
             return None, False
-        row = hit.iloc[0]
         if self.column == "mean" and row["status"] not in OURS:
             return None, False
         value = row[self.column]
@@ -70,12 +74,10 @@ class Values:
         runs are not known) and for a cell without a spread."""
         if self.column != "mean":
             return None
-        r = self.results
-        hit = r[(r["table"] == table) & (r["dataset"] == dataset) & (r["model"] == model)
-                & (r["metric"] == metric)]
-        if not len(hit) or pd.isna(hit.iloc[0]["std"]) or not hit.iloc[0]["runs"]:
+        row = self._row(table, dataset, model, metric)
+        if row is None or pd.isna(row["std"]) or not row["runs"]:
             return None
-        return float(hit.iloc[0]["std"]) / math.sqrt(float(hit.iloc[0]["runs"]))
+        return float(row["std"]) / math.sqrt(float(row["runs"]))
 
     def difference_error(self, table: str, dataset: str, metric: str,
                          models: tuple[str, str]) -> float | None:
