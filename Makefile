@@ -89,6 +89,15 @@ test-gpu:  # every model family on CUDA vs the CPU, fast Mettack flips, peak GPU
 bench-gpu:  # reports/benchmarks/gpu.json: Table 11's models per epoch on the GPU, Mettack per flip
 	PYTHONPATH=src $(GPU_PYTHON) -m twirls.bench.gpu --device cuda --out reports/benchmarks/gpu.json
 
+# All of the GPU measurements in one command with a time budget (docs/gpu-session.md): the GPU
+# tests, bench-gpu and the large-data rehearsal on the GPU, into reports/benchmarks/.
+.PHONY: gpu-session cost-table
+gpu-session:
+	PYTHONPATH=src $(GPU_PYTHON) -m twirls.bench.gpu_session --out reports/benchmarks $(SESSION_ARGS)
+
+cost-table: $(STAMP)  # README's "What a full run costs" table from reports/benchmarks/*.json
+	$(BIN)/python -m twirls.rehearsal.costs
+
 # DVC as wheels for a GPU machine's own Python 3.12 without internet (docs/gpu-session.md): carry
 # .wheels there and `python3 -m pip install --no-deps --no-index .wheels/*.whl`.
 .PHONY: device-wheels

@@ -29,7 +29,7 @@ from twirls.rehearsal import generate as gen
 from twirls.rehearsal.estimate import stage_record
 from twirls.rehearsal.graphs import scaled
 from twirls.rehearsal.measure import run_measured
-from twirls.rehearsal.plan import StagePlan, all_plans
+from twirls.rehearsal.plan import StagePlan, all_plans, select
 from twirls.rehearsal.run import check_out_path, child_env, make_workspace
 from twirls.rehearsal.run import main as rehearsal_main
 from twirls.rehearsal.sizes import AMAZON, ARXIV, PKU, PUBMED
@@ -343,6 +343,39 @@ def test_runner_tiny_scale_table12_paper_protocol(tmp_path):
     assert cws["full_run"]["protocol"] == "paper"
     assert cws["full_run"]["estimated_seconds"] >= cws["overhead_seconds"]
     assert _snapshot() == before
+
+
+def test_only_orders_the_stages_by_priority():
+    plans = all_plans(read_all(REPO))
+    chosen = [p.stage for p in select(plans, ["table12", "figure3[IGNN", "table2@pubmed-"])]
+    pubmed = [p.stage for p in plans if p.stage.startswith("table2@pubmed-")]
+    assert chosen == ["table12", "figure3[IGNN]", *pubmed] and len(pubmed) > 1
+    assert [p.stage for p in select(plans, ["pubmed-sgc", "table2@pubmed-"])][0] == \
+        "table2@pubmed-sgc"  # matched by two entries: listed once, at the first
+    assert select(plans, []) == plans
+
+
+def test_deadline_lists_the_stages_it_left_out(tmp_path):
+    """Under ``--deadline`` no stage starts without time left: here none (the generation alone
+    takes longer), and the report says which, in ``--only`` order, and that it is incomplete."""
+    out = tmp_path / "rehearsal.json"
+    code = rehearsal_main(["--scale", str(SCALE), "--only", "table2@pubmed-sgc",
+                           "--only", "table5[pku]", "--out", str(out), "--repo", str(REPO),
+                           "--deadline", "0.001"])
+    report = json.loads(out.read_text())
+    assert report["out_of_time"] == ["table2@pubmed-sgc", "table5[pku]"]
+    assert report["stages"] == [] and not report["complete"] and code == 1
+    assert report["deadline_seconds"] == 0.001
+
+
+def test_a_run_past_its_time_limit_is_stopped_and_says_so(tmp_path):
+    out = tmp_path / "rehearsal.json"
+    code = rehearsal_main(["--scale", str(SCALE), "--only", "table2@pubmed-sgc", "--out",
+                           str(out), "--repo", str(REPO), "--stage-timeout", "0.5"])
+    (stage,) = json.loads(out.read_text())["stages"]
+    assert code == 1 and stage["status"] == "failed" and len(stage["runs"]) == 1
+    assert stage["error"].startswith("stopped at its time limit, 0.5 s (--stage-timeout")
+    assert stage["runs"][0]["returncode"] < 0
 
 
 def test_committed_rehearsal_covers_every_large_data_stage_under_16_gb():

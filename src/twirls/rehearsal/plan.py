@@ -205,7 +205,12 @@ def all_plans(real: dict[str, Any], datasets: tuple[str, ...] = GENERATED) -> li
 
 
 def select(plans: list[StagePlan], only: list[str] | None) -> list[StagePlan]:
-    """Plans whose stage name contains any of ``only`` (all when ``only`` is empty)."""
+    """Plans whose stage name contains any of ``only`` (all when ``only`` is empty), in the
+    order of ``only``: those matching its first entry first (a time-limited run, e.g. on a
+    borrowed GPU, lists the stages that matter most first)."""
     if not only:
         return plans
-    return [p for p in plans if any(s in p.stage for s in only)]
+    chosen: dict[str, StagePlan] = {}
+    for part in only:
+        chosen.update((p.stage, p) for p in plans if part in p.stage and p.stage not in chosen)
+    return list(chosen.values())

@@ -2,6 +2,7 @@
 
     python -m twirls.rehearsal.run [--out reports/benchmarks/rehearsal.json] [--only SUBSTR]
                                    [--scale 1.0] [--budgets 1,2] [--data DIR] [--keep]
+                                   [--deadline SECONDS]
     make rehearsal
 
 1. Generates the four datasets in their real formats at the paper's Table 5 sizes
@@ -20,7 +21,13 @@
 
 The data is synthetic: every stage output goes to the temporary workspace, which is deleted
 (``--keep`` keeps it, with each run's log). Nothing is written to ``reports/tables`` or
-``reports/results.csv``. Exit status 1 if a stage failed or a peak RSS reached the limit.
+``reports/results.csv``. Exit status 1 if a stage failed, a peak RSS reached the limit or no
+stage ran.
+
+``--deadline`` bounds the whole rehearsal's wall time (one call on a borrowed GPU machine): no
+run goes past it, a stage's larger budgets are left out when they would not fit, and the stages
+not started are listed under ``out_of_time`` (``complete`` is then false). ``--only`` gives the
+stages in priority order.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import argparse
 import csv
 import datetime
 import json
+import math
 import os
 import platform
 import shutil
@@ -49,6 +57,7 @@ from twirls.rehearsal.measure import Measurement, run_measured, stop_current
 from twirls.rehearsal.plan import CWS_PROTOCOL, GENERATED, StagePlan, all_plans, select
 
 RSS_LIMIT_GB = 16.0
+MIN_STAGE_SECONDS = 5.0  # under --deadline, no stage starts with less time left
 CUDA_REASON: dict[str, Any] = {}  # filled by machine_info()
 FORBIDDEN = ("reports/tables", "reports/results.csv")
 
@@ -123,6 +132,8 @@ def machine_info() -> dict[str, Any]:
 
         ok, reason = cuda_status()
         info["cuda"] = {"usable": ok, "reason": reason}
+        if ok:
+            info["gpu"] = torch.cuda.get_device_name()
     except Exception as exc:  # device code under change must not stop the rehearsal
         info["cuda"] = {"usable": False, "reason": f"cuda_status() failed: {exc}"}
     CUDA_REASON.update(info["cuda"])
@@ -177,15 +188,25 @@ def data_problem(plan: StagePlan, metrics: dict[str, Any] | None) -> str:
 
 def measure_stage(plan: StagePlan, real: dict[str, Any], work: Path, raw: Path,
                   budgets: list[int], env: dict[str, str], args: argparse.Namespace,
-                  bar: tqdm) -> dict[str, Any]:
-    """Run one stage once per budget; its record for the report."""
+                  bar: tqdm, deadline_at: float = math.inf) -> dict[str, Any]:
+    """Run one stage once per budget; its record for the report. ``deadline_at``
+    (``time.perf_counter()`` time, from ``--deadline``): no run goes past it, and a larger
+    budget is left out when the time left is under twice the last run's."""
     walls: dict[int, float] = {}
     cpus: dict[int, float] = {}
     metrics: dict[int, dict[str, Any]] = {}
     runs: list[dict[str, Any]] = []
     error = skipped = ""
     safe = plan.stage.replace("@", "-").replace("[", "-").replace("]", "")
-    for epochs in budgets if plan.has_epochs else budgets[:1]:
+    chosen = budgets if plan.has_epochs else budgets[:1]
+    for epochs in chosen:
+        left = deadline_at - time.perf_counter()
+        if runs and left < 2 * runs[-1]["wall_seconds"]:
+            skipped = (f"{left:.0f} s of --deadline left after the {runs[-1]['epochs']}-epoch "
+                       "run: the larger budgets were skipped")
+            bar.update(len(chosen) - len(runs))
+            break
+        timeout = min(args.stage_timeout, max(left, 1.0))
         out = work / "runs" / f"{safe}-e{epochs}"
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
@@ -195,7 +216,7 @@ def measure_stage(plan: StagePlan, real: dict[str, Any], work: Path, raw: Path,
         for attempt in range(args.retries + 1):
             mfile.unlink(missing_ok=True)
             m = run_measured([sys.executable, "-m", *plan.argv(str(raw), str(out))], work, env,
-                             out / "log.txt", timeout=args.stage_timeout)
+                             out / "log.txt", timeout=timeout)
             if m.ok or attempt == args.retries:
                 break
             tqdm.write(f"{plan.stage}: failed (rc {m.returncode}); retrying in "
@@ -214,7 +235,10 @@ def measure_stage(plan: StagePlan, real: dict[str, Any], work: Path, raw: Path,
                      "returncode": m.returncode})
         bar.update()
         if not m.ok or problem:
-            error = problem or f"exit status {m.returncode}; log tail:\n{m.log_tail()}"
+            killed = m.returncode < 0 and m.wall_seconds >= 0.95 * timeout
+            why = (f"stopped at its time limit, {timeout:.4g} s (--stage-timeout, or what "
+                   "--deadline left)" if killed else f"exit status {m.returncode}")
+            error = problem or f"{why}; log tail:\n{m.log_tail()}"
             break
         walls[epochs], cpus[epochs] = m.wall_seconds, m.cpu_seconds
         metrics[epochs] = found or {}
@@ -358,6 +382,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--retries", type=int, default=0)
     parser.add_argument("--retry-wait", type=float, default=300.0)
     parser.add_argument("--stage-timeout", type=float, default=3600.0)
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="seconds for the whole rehearsal (e.g. one call on a borrowed "
+                             "machine): no run goes past it, and the stages not started by "
+                             "then are listed under out_of_time (give --only in priority "
+                             "order)")
     parser.add_argument("--max-epoch-seconds", type=float, default=60.0,
                         help="a stage whose first epoch (its own timer) takes longer runs only "
                              "the smallest budget")
@@ -415,12 +444,21 @@ def main(argv: list[str] | None = None) -> int:
                            "datasets": sizes},
             "stages": list(kept), "not_run": not_run(every),
         }
+        deadline_at = math.inf if args.deadline is None else started + args.deadline
+        if args.deadline is not None:
+            report["deadline_seconds"], report["out_of_time"] = args.deadline, []
+        report.update(summary(report["stages"]))
         env = child_env(repo)
         total = sum(len(budgets) if p.has_epochs else 1 for p in plans)
         with tqdm(total=total, desc="rehearsal runs", file=sys.stderr) as bar:
             for plan in plans:
+                if time.perf_counter() >= deadline_at - MIN_STAGE_SECONDS:
+                    report["out_of_time"].append(plan.stage)
+                    bar.update(len(budgets) if plan.has_epochs else 1)
+                    continue
                 bar.set_postfix_str(plan.stage)
-                record = measure_stage(plan, real, work, raw, budgets, env, args, bar)
+                record = measure_stage(plan, real, work, raw, budgets, env, args, bar,
+                                       deadline_at)
                 record["sizes"] = {k: sizes.get(plan.dataset, {}).get(k)
                                    for k in ("nodes", "edges", "features", "classes")}
                 report["stages"].append(record)
@@ -432,7 +470,10 @@ def main(argv: list[str] | None = None) -> int:
                            f"{record.get('overhead_seconds')} s, peak RSS "
                            f"{record['peak_rss_gb']} GB, full run ~"
                            f"{record['full_run'].get('estimated_hours')} h")
-        report["complete"] = True
+        report["complete"] = not report.get("out_of_time")
+        if not report["complete"]:
+            print(f"--deadline {args.deadline:.0f} s: not started: "
+                  f"{', '.join(report['out_of_time'])}")
         report["machine"]["load_average_at_end"] = [round(v, 2) for v in os.getloadavg()]
         report["rehearsal_wall_seconds"] = round(time.perf_counter() - started, 1)
         write_atomic_json(args.out, report)

@@ -1,0 +1,272 @@
+"""The README's cost table (twirls.rehearsal.costs): rows, sums and named stages from small
+rehearsal / pipeline / GPU files written here; the GPU column; failed and missing stages; the
+README block rewritten in place, ``--check``, and the one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from twirls.rehearsal import costs
+from twirls.rehearsal.costs import END, NOT_MEASURED, START, Inputs, main, render, table_rows
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def stage(name: str, seconds: float | None, *, dataset: str = "pubmed", rss: float = 1.0,
+          device: str = "cpu", epochs: int = 100, runs: int = 10, spe: float = 1.0,
+          status: str = "ok", **full: Any) -> dict[str, Any]:
+    """A stage record as twirls.rehearsal.run writes it (the keys the table reads)."""
+    record: dict[str, Any] = {
+        "stage": name, "dataset": dataset, "status": status, "device": device,
+        "peak_rss_gb": rss, "gpu_peak_gb": 2.5 if "cuda" in device else None,
+        "seconds_per_epoch": spe, "runs": [{"returncode": 0}],
+        "full_run": {"epochs": epochs, "seeds": runs, "grid_points": 1, "runs": runs,
+                     "patience": None, **full}}
+    if seconds is not None:
+        record["full_run"]["estimated_seconds"] = seconds
+    return record
+
+
+def failed(name: str, error: str, returncode: int = 1, **kw: Any) -> dict[str, Any]:
+    record = stage(name, None, status="failed", **kw)
+    record["error"], record["runs"] = error, [{"returncode": returncode}]
+    return record
+
+
+def report(*stages: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"machine": {"cpu_count": 2, "cpus_usable": 2, "cuda": {"usable": False}},
+            "stages": list(stages), "not_run": [], **extra}
+
+
+PUBMED = [stage("table2@pubmed-gcn", 1800.0, rss=1.5, epochs=500),
+          stage("table2@pubmed-gcnii", 7200.0, rss=3.04, epochs=1500, runs=3, patience=100),
+          stage("table10@pubmed-twirls-base-k2", 1080.0, rss=0.7)]
+AMAZON = [stage(f"figure3[{m}]", h * 3600, dataset="amazon", epochs=e, runs=15, spe=spe,
+                grid_points=5, seeds=3, rss=rss)
+          for m, h, e, spe, rss in (("IGNN", 472.05, 5000, 22.66, 2.8), ("GAT", 36.51, 500, 17.5,
+                                    3.87), ("TWIRLS-base", 47.67, 500, 22.9, 2.2),
+                                    ("GCN", 9.84, 500, 4.7, 2.7), ("SGC", 8.15, 500, 3.9, 2.2),
+                                    ("MLP", 1.5, 500, 0.7, 1.0))]
+TABLE12 = stage("table12", 13839.5, dataset="pku", spe=69.18, epochs=20, runs=10, models=5,
+                seeds=2, protocol="paper", rss=1.257)
+PIPELINE = {"full_repro": {"complete": True, "seconds": 6333.98, "hours": 1.76,
+                           "stages": {"table11": 386.94}}}
+
+
+def rows_by_part(inputs: Inputs) -> dict[str, costs.Row]:
+    return {r.part.split(":")[0].split(" ")[0]: r for r in table_rows(inputs)}
+
+
+def test_rows_sum_their_stages_and_name_the_largest():
+    rows = rows_by_part(Inputs(report(*PUBMED, *AMAZON, TABLE12), PIPELINE))
+    pubmed = rows["Pubmed"]
+    assert pubmed.part == "Pubmed: 3 `table2@pubmed-*` / `table10@pubmed-*` (Tables 2, 10)"
+    # 1800 + 7200 + 1080 s = 2.8 h; GCNII alone is at least an hour: "of it"; its 1500 epochs
+    # x 3 seeds are fewer than GCN's 500 x 10: its epochs are not the reason, not named
+    assert pubmed.cpu == "~2.8 h, estimate (GCNII: 2.0 h of it, an upper bound with patience 100)"
+    assert pubmed.peak_rss == "3.0 GB (`table2@pubmed-gcnii`)"
+    assert pubmed.gpu == NOT_MEASURED
+    amazon = rows["Amazon"]
+    assert amazon.part == "Amazon: `figure3` (Figure 3; 5 ratios x 3 seeds)"
+    # IGNN runs 10x the epochs of the others: named with them; five named at most (not MLP)
+    assert amazon.cpu == ("~576 h, estimate (IGNN, 5000 epochs at 23 s: 472 h; TWIRLS-base 48 h; "
+                          "GAT 37 h; GCN 10 h; SGC 8 h)")
+    assert amazon.peak_rss == "3.9 GB (`figure3[GAT]`)"
+    pku = rows["PKU"]
+    assert pku.part == "PKU: `table12` with the paper's protocol (Table 12; 5 models x 2 seeds)"
+    assert (pku.cpu, pku.peak_rss) == ("~3.8 h, estimate (69 s per model-epoch)", "1.3 GB")
+    first = table_rows(Inputs(report(), PIPELINE))[0]
+    assert (first.cpu, first.gpu) == ("1.76 h, measured", NOT_MEASURED)
+    assert first.peak_rss == "see the table above"
+
+
+def test_minutes_and_the_measured_runs_peak():
+    table11 = stage("table11", 410.0, dataset="ogbn-arxiv", rss=7.782, epochs=4, runs=1)
+    with_peak = {"full_repro": {**PIPELINE["full_repro"], "peak_rss_gb": 8.49}}
+    rows = table_rows(Inputs(report(table11), with_peak))
+    assert rows[0].peak_rss == "8.5 GB (largest process; which stage is not recorded)"
+    assert (rows[4].part, rows[4].cpu, rows[4].peak_rss) == (
+        "`table11` on the real ogbn-arxiv (Table 11)", "~7 min, estimate", "7.8 GB")
+    stopped = {"full_repro": {"complete": False, "seconds_so_far": 1800.0,
+                              "stages": {"a": 1.0, "b": 2.0}}}
+    assert table_rows(Inputs(report(), stopped))[0].cpu == "incomplete run: 2 stages in 30 min, " \
+                                                           "measured"
+    assert table_rows(Inputs(report(), None))[0].cpu == "no `full_repro` in pipeline.json"
+
+
+def test_failed_and_missing_stages_are_named_never_filled_in():
+    rows = rows_by_part(Inputs(report(
+        PUBMED[0], failed("table2@pubmed-gcnii", "exit status -9; log tail:", returncode=-9),
+        failed("table12", "error: table12: needs DGL", dataset="pku"))))
+    assert rows["Pubmed"].cpu == ("~30 min for 1 of 2 stages, estimate (failed "
+                                  "in the rehearsal: `table2@pubmed-gcnii` (killed by signal 9))")
+    assert rows["PKU"].cpu == "no estimate (failed in the rehearsal: `table12` (needs DGL))"
+    assert rows["ogbn-arxiv"].cpu == "no stage `table2@ogbn-arxiv-*` in rehearsal.json"
+    assert rows["ogbn-arxiv"].peak_rss == "not in rehearsal.json"
+    assert rows["ogbn-arxiv"].part == "ogbn-arxiv: 0 `table2@ogbn-arxiv-*` (Table 2)"
+
+
+def gpu_report(**extra: Any) -> dict[str, Any]:
+    """A rehearsal-gpu.json: Pubmed's GCN and GCNII on CUDA, its TWIRLS stage missing; Amazon's
+    GAT failed (no DGL), its IGNN on CUDA, its SGC on the CPU."""
+    return report(
+        stage("table2@pubmed-gcn", 60.0, device="cuda:0", epochs=500),
+        stage("table2@pubmed-gcnii", 600.0, device="cuda:0", epochs=1500, runs=3, patience=100),
+        stage("figure3[IGNN]", 36000.0, dataset="amazon", device="cuda:0", epochs=5000, runs=15),
+        failed("figure3[GAT]", "error: figure3: GAT needs DGL (pip install dgl)",
+               dataset="amazon"),
+        stage("figure3[SGC]", 7200.0, dataset="amazon", device="cpu"), **extra)
+
+
+def test_gpu_column_from_a_gpu_rehearsal():
+    cpu = report(*PUBMED, *AMAZON[:3], TABLE12)
+    bench = {"device": {"type": "cuda", "name": "NVIDIA H100 80GB HBM3"}, "quick": False}
+    rows = rows_by_part(Inputs(cpu, PIPELINE, gpu_report(), bench))
+    assert rows["Pubmed"].gpu == (
+        "~11 min for 2 of 3 stages, estimate on NVIDIA H100 80GB HBM3 (GCNII: 10 min of it, an "
+        "upper bound with patience 100; GPU memory up to 2.5 GB; not in rehearsal-gpu.json: "
+        "`table10@pubmed-twirls-base-k2`)")
+    assert rows["Amazon"].gpu == (
+        "~10 h for 1 of 3 stages, estimate on NVIDIA H100 80GB HBM3 (GPU memory up to 2.5 GB; "
+        "not in rehearsal-gpu.json: `figure3[TWIRLS-base]`; failed there: `figure3[GAT]` "
+        "(needs DGL); ran on the CPU there: `figure3[SGC]`)")
+    assert rows["PKU"].gpu == NOT_MEASURED
+    assert table_rows(Inputs(cpu, PIPELINE, gpu_report()))[0].gpu == NOT_MEASURED
+    # the GPU's name from the rehearsal's own machine record, else its stages' device
+    named = gpu_report(machine={"gpu_name": "NVIDIA H200"})
+    assert " on NVIDIA H200 (" in rows_by_part(Inputs(cpu, None, named, bench))["Pubmed"].gpu
+    assert " on `cuda:0` (" in rows_by_part(Inputs(cpu, None, gpu_report()))["Pubmed"].gpu
+    # the CPU columns do not move
+    alone = rows_by_part(Inputs(cpu, PIPELINE))
+    assert all(alone[k].cpu == rows[k].cpu and alone[k].gpu == NOT_MEASURED for k in alone)
+
+
+def test_gpu_rows_not_run_there_and_table11_from_the_gpu_benchmark():
+    cpu = report(stage("table11", 410.0, dataset="ogbn-arxiv"), TABLE12)
+    gpu = report(not_run=[{"stage": "table12", "reason": "out of time"}],
+                 out_of_time=["table11"])
+    bench = {"device": {"type": "cuda", "name": "NVIDIA H100"}, "quick": False,
+             "epoch_time": {"models": [
+                 {"model": "MLP", "status": "timed", "train_seconds": 0.004},
+                 {"model": "GCN", "status": "timed", "train_seconds": 0.011},
+                 {"model": "GAT", "status": "skipped", "reason": "needs DGL's layers"}]}}
+    rows = rows_by_part(Inputs(cpu, None, gpu, bench))
+    assert rows["PKU"].gpu == "not measured (not run there: `table12` (out of time))"
+    assert rows["`table11`"].gpu == (
+        "0.015 s per round of 2 models' training epochs, measured on NVIDIA H100 (gpu.json, "
+        "an arxiv-sized random graph; not timed: GAT (skipped))")
+    quick = {**bench, "quick": True}
+    assert rows_by_part(Inputs(cpu, None, gpu, quick))["`table11`"].gpu == (
+        "not measured (out of time: `table11`)")
+    # a reason with a newline and a `|` stays inside its cell
+    odd = report(not_run=[{"stage": "table12", "reason": "a | b\nc"}])
+    line = next(x for x in render(Inputs(cpu, None, odd)).splitlines() if "| PKU" in x)
+    assert "(not run there: `table12` (a \\| b c))" in line and line.count(" | ") == 3
+
+
+def test_out_of_time_and_reduced_scale():
+    cpu = report(*PUBMED[:2], out_of_time=["table10@pubmed-twirls-base-k2", "table12"])
+    rows = rows_by_part(Inputs(cpu))
+    assert rows["Pubmed"].cpu == (
+        "~2.5 h for 2 of 3 stages, estimate (GCNII: 2.0 h of it, an upper bound with patience "
+        "100; out of time: `table10@pubmed-twirls-base-k2`)")
+    assert rows["PKU"].cpu == "no estimate (out of time: `table12`)"
+    assert rows["PKU"].part.startswith("PKU: `table12` with ? protocol")
+    gpu = report(stage("table2@pubmed-gcn", 60.0, device="cuda:0", epochs=500),
+                 out_of_time=["table2@pubmed-gcnii"])
+    assert rows_by_part(Inputs(cpu, None, gpu))["Pubmed"].gpu == (
+        "~1 min for 1 of 3 stages, estimate on `cuda:0` (GPU memory up to 2.5 GB; not in "
+        "rehearsal-gpu.json: `table10@pubmed-twirls-base-k2`; out of time: `table2@pubmed-gcnii`)")
+    small = {**gpu, "scale": 0.01}
+    assert rows_by_part(Inputs(cpu, None, small))["Pubmed"].gpu == (
+        "not measured (rehearsal-gpu.json ran at --scale 0.01, not the real sizes)")
+
+
+def write_files(folder: Path, rehearsal: dict[str, Any] | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "rehearsal.json").write_text(json.dumps(rehearsal or report(*PUBMED, TABLE12)))
+    (folder / "pipeline.json").write_text(json.dumps(PIPELINE))
+    return folder
+
+
+BEFORE = "# Title\r\n\nsome text  \n\n"
+AFTER = "\nEvery large-data stage stays under 16 GB.\n\n## Next\n"
+
+
+def readme(tmp_path: Path, block: str = "| old | table |\n") -> Path:
+    path = tmp_path / "README.md"
+    path.write_bytes(f"{BEFORE}{START}\n{block}{END}\n{AFTER}".encode())
+    return path
+
+
+def test_readme_block_rewritten_and_everything_else_kept(tmp_path, capsys):
+    bench, path = write_files(tmp_path / "bench"), readme(tmp_path)
+    args = ["--benchmarks", str(bench), "--readme", str(path)]
+    assert main([*args, "--check"]) == 1
+    assert path.read_bytes().endswith(f"{END}\n{AFTER}".encode())  # --check writes nothing
+    assert main(args) == 0
+    text = path.read_bytes().decode()
+    table = render(costs.read_inputs(bench))
+    assert text == f"{BEFORE}{START}\n\n{table}\n{END}\n{AFTER}"
+    assert "| Pubmed: 3 `table2@pubmed-*`" in table and "| old |" not in text
+    assert not list(tmp_path.glob(".README.md.*"))  # no temporary file left
+    assert main([*args, "--check"]) == 0 and main(args) == 0
+    assert path.read_bytes().decode() == text
+    out = capsys.readouterr().out
+    assert "cost table rewritten" in out and "cost table unchanged" in out
+
+
+def test_check_fails_on_a_stale_block(tmp_path, capsys):
+    bench = write_files(tmp_path / "bench")
+    path = readme(tmp_path)
+    args = ["--benchmarks", str(bench), "--readme", str(path)]
+    assert main(args) == 0
+    capsys.readouterr()
+    # new numbers in the rehearsal: the block is now stale
+    write_files(bench, report(*PUBMED[:2], TABLE12))
+    before = path.read_bytes()
+    assert main([*args, "--check"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.endswith("run python -m twirls.rehearsal.costs")
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("text", ["no markers at all\n", f"{START}\n| a |\n",
+                                  f"{END}\n{START}\n", f"{START}\n{END}\n{START}\n{END}\n"])
+def test_missing_markers_one_line_exit_2(tmp_path, capsys, text):
+    bench = write_files(tmp_path / "bench")
+    path = tmp_path / "README.md"
+    path.write_text(text)
+    assert main(["--benchmarks", str(bench), "--readme", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cost-table" in err and path.read_text() == text
+
+
+def test_reduced_scale_rehearsal_refused(tmp_path, capsys):
+    bench = write_files(tmp_path / "bench", report(*PUBMED, scale=0.01))
+    path = readme(tmp_path)
+    before = path.read_bytes()
+    assert main(["--benchmarks", str(bench), "--readme", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--scale 0.01" in err and path.read_bytes() == before
+
+
+def test_missing_rehearsal_one_line_exit_2_from_the_command(tmp_path):
+    path = readme(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "twirls.rehearsal.costs", "--benchmarks",
+                           str(tmp_path / "none"), "--readme", str(path)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "rehearsal.json is missing" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_committed_readme_matches_the_committed_benchmarks():
+    assert main(["--benchmarks", str(REPO / "reports" / "benchmarks"),
+                 "--readme", str(REPO / "README.md"), "--check"]) == 0
