@@ -3,6 +3,10 @@
 * Every model family of :data:`twirls.models.MODELS` gives the same eval-mode logits on CUDA as
   on the CPU for the same weights (float32 tolerance), then trains a few epochs on CUDA.
 * ``run_experiment`` trains on the GPU that ``pick_device("auto")`` picks.
+* Table 12's taggers (MLP, GCN, TWIRLS-base over a character embedding, the bi-LSTM) give the
+  same logits on CUDA as on the CPU, then train on sentence mini-batches on CUDA.
+* The epoch loop makes the host wait for the GPU only at its one read of the scores (torch's
+  CUDA sync debug mode), for every torch-native model family but IGNN.
 * The fast Mettack makes the same first 10 flips on CUDA as on the CPU (small SBM graph), with
   the same meta-gradient, and ``first_argmax`` keeps the first-index tie rule on CUDA; so does
   the ``attack`` stage run with ``--device cuda``.
@@ -23,6 +27,7 @@ import csv
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +38,19 @@ import torch
 from twirls.attack import surrogate as sur
 from twirls.attack.io import load_attacked
 from twirls.attack.metattack import Metattack, first_argmax
+from twirls.cws.batching import Sentences, make_batch
+from twirls.cws.models import build_tagger
+from twirls.cws.train import CWSTrainConfig, seeded_run
+from twirls.data import pku
 from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.models import MODELS, GraphOps, build_model, requires_dgl
 from twirls.params import read_all
 from twirls.stages import attack as attack_stage
+from twirls.train import loop
 from twirls.train.device import cuda_status, pick_device
 from twirls.train.loop import TrainConfig, train_run
 
-from fixtures import block_model, write_nettack
+from fixtures import block_model, random_sentences, write_nettack
 
 CUDA, WHY_NOT = cuda_status()  # also False on a GPU this torch build has no kernels for
 NO_CUDA = f"no usable CUDA GPU: {WHY_NOT} (run `pytest -m gpu` on a GPU machine)"
@@ -162,6 +172,88 @@ def same_logits_then_train(name: str, cfg: dict[str, Any], device: str, *,
     assert all(p.device.type == torch.device(device).type for p in params)
     assert any(not torch.equal(p.detach().cpu(), q) for p, q in zip(params, initial,
                                                                        strict=True))
+
+
+# ----------------------------------------------------------------------------- Table 12 taggers
+CWS_TAGGERS = {  # label: (model, config), small versions of params/table12.yaml's
+    "MLP": ("mlp", {"layers": 2, "hidden": 16, "dropout": 0.0}),
+    "GCN": ("gcn", {"layers": 2, "hidden": 16, "dropout": 0.0}),
+    "TWIRLS-base": ("twirls", {"steps": 8, "lam": 1.0, "alpha": 0.5, "mlp_before": 0,
+                               "mlp_after": 2, "hidden": 16}),
+    "bi-LSTM": ("bilstm", {"hidden": 8})}
+
+
+def cws_sentences(num: int, seed: int) -> tuple[Sentences, int]:
+    """Segmented random sentences as Table 12's loader gives them; and the vocabulary size."""
+    sentences = random_sentences(num, seed=seed)
+    vocab = pku.build_vocab("".join(ch for s in sentences for w in s for ch in w))
+    tokens, tags, _ = pku.sentence_arrays(sentences, vocab)
+    return Sentences(tokens, tags), len(vocab) + 1
+
+
+def cws_same_logits_then_train(label: str, device: str, *, epochs: int = 3) -> None:
+    """A tagger's logits on a batch agree on the CPU and on ``device`` (same weights); then
+    ``seeded_run`` trains a fresh one on ``device`` with finite losses and a macro F1 score."""
+    model_name, cfg = CWS_TAGGERS[label]
+    train, vocab_size = cws_sentences(24, 0)
+    torch.manual_seed(0)
+    cpu_model = build_tagger(model_name, cfg, vocab_size, 8)
+    dev_model = copy.deepcopy(cpu_model).to(device)
+    cpu_model.eval()
+    dev_model.eval()
+    index = list(range(8))
+    with torch.no_grad():
+        expected = cpu_model(make_batch(train, index))
+        got = dev_model(make_batch(train, index, device))
+    assert got.device.type == torch.device(device).type and got.shape == expected.shape
+    scale = float(expected.abs().max().clamp(min=1e-6))
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-4, atol=1e-4 * scale,
+                               msg=lambda m: f"{label}: CPU vs {device} logits: {m}")
+    cfg_train = CWSTrainConfig(epochs=epochs, lr=0.03, batch_size=8, bucket=2)
+    run = seeded_run(lambda: build_tagger(model_name, cfg, vocab_size, 8), train, train, train,
+                     cfg_train, seed=0, device=device)
+    assert len(run.history) == epochs and all(math.isfinite(h["loss"]) for h in run.history)
+    assert 0.0 <= run.test <= 1.0
+
+
+#: model families whose training step must make the host wait, and why
+SYNCS_BY_DESIGN = {"ignn": "its fixed-point solve reads each iteration's residual on the host "
+                           "to decide when to stop, as IGNN's reference code does"}
+HOST_READ_LINE = next(i for i, line in enumerate(Path(loop.__file__).read_text().splitlines(), 1)
+                      if "the one host read" in line)
+
+
+def epoch_loop_syncs(name: str, cfg: dict[str, Any], device: str, *, epochs: int = 6
+                     ) -> list[str]:
+    """Where ``train_run`` makes the host wait for ``device`` during ``epochs`` epochs whose
+    scores are read back once (``read_every=epochs``), after a 2-epoch warm-up (CUDA's lazy
+    set-up, the caches of ``GraphOps``): ``file:line`` of every synchronizing call that torch's
+    CUDA sync debug mode reports (none off CUDA)."""
+    skip_unless_dgl_runs_on(name, device)
+    if name in SYNCS_BY_DESIGN:
+        pytest.skip(f"{name}: {SYNCS_BY_DESIGN[name]}")
+    graph, x, labels, split = small_task()
+    torch.manual_seed(0)
+    model = build_model(name, cfg, x.shape[1], int(labels.max()) + 1,
+                        num_nodes=graph.num_nodes(), **model_meta(name, graph)).to(device)
+    ops = GraphOps.from_graph(graph, device=device)
+    x, labels = x.to(device), labels.to(device)
+    split = Split(split.train.to(device), split.val.to(device), split.test.to(device))
+    train_run(model, ops, x, labels, split, TrainConfig(epochs=2), read_every=2)
+    cuda = torch.device(device).type == "cuda"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if cuda:
+            torch.cuda.set_sync_debug_mode("warn")
+        try:
+            result = train_run(model, ops, x, labels, split, TrainConfig(epochs=epochs),
+                               read_every=epochs)
+        finally:
+            if cuda:
+                torch.cuda.set_sync_debug_mode("default")
+    assert len(result.history) == epochs
+    return [f"{Path(w.filename).name}:{w.lineno}" for w in caught
+            if "synchroniz" in str(w.message)]
 
 
 def run_experiment_on(preference: str, expected: str, monkeypatch) -> None:
@@ -410,6 +502,19 @@ def test_model_family_same_logits_on_cuda_then_trains(case, name, cfg):
 
 
 @gpu_test
+@pytest.mark.parametrize(("case", "name", "cfg"), CASES, ids=CASE_IDS)
+def test_epoch_loop_waits_for_the_gpu_only_at_its_host_read(case, name, cfg):
+    """At least one sync (the sync debug mode works), and every one at the host read."""
+    assert set(epoch_loop_syncs(name, cfg, "cuda")) == {f"loop.py:{HOST_READ_LINE}"}
+
+
+@gpu_test
+@pytest.mark.parametrize("label", list(CWS_TAGGERS))
+def test_table12_tagger_same_logits_on_cuda_then_trains(label):
+    cws_same_logits_then_train(label, "cuda")
+
+
+@gpu_test
 def test_run_experiment_trains_on_the_gpu_that_auto_picks(monkeypatch):
     run_experiment_on("auto", "cuda", monkeypatch)
 
@@ -449,6 +554,21 @@ def test_every_model_family_has_a_gpu_case():
 @pytest.mark.parametrize(("case", "name", "cfg"), CASES, ids=CASE_IDS)
 def test_model_family_check_runs_on_the_cpu(case, name, cfg):
     same_logits_then_train(name, cfg, "cpu", epochs=2)
+
+
+@pytest.mark.parametrize(("case", "name", "cfg"), CASES, ids=CASE_IDS)
+def test_epoch_loop_sync_check_runs_on_the_cpu(case, name, cfg):
+    assert epoch_loop_syncs(name, cfg, "cpu") == []
+
+
+@pytest.mark.parametrize("label", list(CWS_TAGGERS))
+def test_table12_tagger_check_runs_on_the_cpu(label):
+    cws_same_logits_then_train(label, "cpu", epochs=2)
+
+
+def test_table12_taggers_are_those_of_params():
+    models = read_all(REPO)["table12"]["models"]
+    assert {m["model"] for m in models.values()} == {m for m, _ in CWS_TAGGERS.values()}
 
 
 def test_run_experiment_check_runs_on_the_cpu(monkeypatch):
