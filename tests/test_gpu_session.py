@@ -117,3 +117,18 @@ def test_bad_arguments_are_one_line(tmp_path, capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
         gs.main(["--out", str(tmp_path), *argv])
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_rehearsal_summary_names_what_ran_out_of_time(tmp_path):
+    path = tmp_path / "rehearsal-gpu.json"
+    path.write_text(json.dumps({"complete": False, "out_of_time": ["table12", "table5[pku]"],
+                                "stages": [{"stage": "table2@x", "status": "ok",
+                                            "device": "cuda:0"},
+                                           {"stage": "figure3[GAT]", "status": "failed",
+                                            "device": "cpu"}]}))
+    summary = gs.rehearsal_summary(path)
+    assert summary == {"complete": False, "ok": ["table2@x"], "failed": ["figure3[GAT]"],
+                       "out_of_time": ["table12", "table5[pku]"], "devices": ["cpu", "cuda:0"]}
+    assert gs.late_reason(summary) == "--deadline reached: 2 stages not started, from table12"
+    assert gs.late_reason({"out_of_time": []}) == ""
+    assert "error" in gs.rehearsal_summary(tmp_path / "missing.json")

@@ -287,6 +287,7 @@ def run_session(args: argparse.Namespace) -> dict[str, Any]:
             step.details = junit_outcomes(out / "gpu-tests.xml")
         if name == "rehearsal" and "rehearsal-gpu.json" in step.files:
             step.details = rehearsal_summary(out / "rehearsal-gpu.json")
+            step.reason = step.reason or late_reason(step.details)
         record["steps"].append(asdict(step))
         record["wall_seconds"] = round(time.perf_counter() - started, 1)
         write_record(out / RECORD, record)
@@ -326,6 +327,12 @@ def rehearsal_summary(path: Path) -> dict[str, Any]:
             "failed": [s["stage"] for s in stages if s.get("status") != "ok"],
             "out_of_time": report.get("out_of_time", []),
             "devices": sorted({str(s.get("device")) for s in stages})}
+
+
+def late_reason(summary: dict[str, Any]) -> str:
+    """What a rehearsal that ran out of time left out, in a few words (else ``""``)."""
+    late = summary.get("out_of_time") or []
+    return f"--deadline reached: {len(late)} stages not started, from {late[0]}" if late else ""
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
