@@ -132,3 +132,10 @@ def test_rehearsal_summary_names_what_ran_out_of_time(tmp_path):
     assert gs.late_reason(summary) == "--deadline reached: 2 stages not started, from table12"
     assert gs.late_reason({"out_of_time": []}) == ""
     assert "error" in gs.rehearsal_summary(tmp_path / "missing.json")
+
+
+def test_output_tail_shows_a_progress_bar_as_a_terminal_does(tmp_path):
+    log = tmp_path / "log"
+    log.write_bytes(b"start\nruns 1%\rruns 50%\rruns 100%\ndone\n")
+    assert gs.tail(log) == "start\nruns 100%\ndone\n"
+    assert gs.tail(log, chars=5) == "done\n"

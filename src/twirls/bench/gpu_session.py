@@ -126,9 +126,10 @@ def _signal_group(pid: int, sig: int) -> None:
 
 
 def tail(log: Path, chars: int = 1500) -> str:
-    """The end of ``log`` (the current step's output is last)."""
-    text = log.read_text(errors="replace")
-    return text[-chars:]
+    """The end of ``log`` (the current step's output is last), each line as a terminal shows
+    it: a progress bar's redraws (``\\r``) leave only their last state."""
+    lines = log.read_bytes().decode(errors="replace").split("\n")  # bytes: each \r kept
+    return "\n".join(line.rsplit("\r", 1)[-1] for line in lines)[-chars:]
 
 
 def child_env(site: Path | None = None) -> dict[str, str]:
