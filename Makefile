@@ -90,7 +90,8 @@ bench-gpu:  # reports/benchmarks/gpu.json: Table 11's models per epoch on the GP
 	PYTHONPATH=src $(GPU_PYTHON) -m twirls.bench.gpu --device cuda --out reports/benchmarks/gpu.json
 
 # All of the GPU measurements in one command with a time budget (docs/gpu-session.md): the GPU
-# tests, bench-gpu and the large-data rehearsal on the GPU, into reports/benchmarks/.
+# tests, bench-gpu, real stages vs their committed scores and the large-data rehearsal on the
+# GPU, into reports/benchmarks/.
 .PHONY: gpu-session cost-table
 gpu-session:
 	PYTHONPATH=src $(GPU_PYTHON) -m twirls.bench.gpu_session --out reports/benchmarks $(SESSION_ARGS)

@@ -20,11 +20,14 @@ def test_session_runs_every_step_and_records_it(tmp_path):
     out = tmp_path / "out"
     code = gs.main(["--out", str(out), "--device", "cpu", "--quick", "--scale", SCALE,
                     "--only", "table5[pku]", "--budgets", "1", "--data", str(tmp_path / "d"),
-                    "--deadline", "400"])
+                    "--stage", "table2@nope", "--deadline", "400"])
     record = json.loads((out / gs.RECORD).read_text())
     steps = {s["name"]: s for s in record["steps"]}
-    assert code == 0 and list(steps) == list(gs.STEPS)
-    assert all(s["status"] == "ok" for s in steps.values()), steps
+    assert code == 1 and list(steps) == list(gs.STEPS)
+    assert [s["status"] for s in steps.values()] == ["ok", "ok", "ok", "failed", "ok"], steps
+    failed = steps["stages"]  # an unknown stage: the step fails, the next ones still run
+    assert failed["details"]["stages"]["table2@nope"]["status"] == "failed"
+    assert failed["details"]["all_agree"] is False and failed["files"] == ["gpu-stages.json"]
     tests = steps["tests"]
     assert tests["details"]["passed"] + tests["details"]["skipped"] > 20
     assert "gpu-tests.xml" in tests["files"] and "--junitxml" in " ".join(tests["command"])
@@ -45,7 +48,8 @@ def test_steps_without_time_left_are_recorded_not_run(tmp_path, monkeypatch):
     monkeypatch.setattr(gs, "MIN_STEP_SECONDS", 1e9)
     code = gs.main(["--out", str(tmp_path), "--steps", "bench,rehearsal", "--deadline", "100"])
     steps = json.loads((tmp_path / gs.RECORD).read_text())["steps"]
-    assert code == 1 and [s["status"] for s in steps] == ["skipped", *["out-of-time"] * 3]
+    assert code == 1 and [s["status"] for s in steps] == [
+        "skipped", "out-of-time", "out-of-time", "skipped", "out-of-time"]
     assert steps[0]["reason"] == "tests is not in --steps" and steps[1]["command"] == []
 
 
@@ -111,12 +115,22 @@ def test_junit_outcomes(tmp_path):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--steps", "tests,train"], "--steps: train"),
+    (["--steps", "tests,train"], "--steps: train; choose from tests, bench, stages, rehearsal"),
     (["--deadline", "20"], "--deadline 20: give more than 25 seconds")])
 def test_bad_arguments_are_one_line(tmp_path, capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
         gs.main(["--out", str(tmp_path), *argv])
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_stages_summary(tmp_path):
+    path = tmp_path / "gpu-stages.json"
+    path.write_text(json.dumps({"all_agree": True, "out_of_time": ["table2@b"], "stages": [
+        {"stage": "table2@a", "status": "ok", "device": "cuda:0", "difference_points": 0.3,
+         "standard_error_points": 0.4, "agrees": True, "speedup_per_run": 7.5, "ours": {}}]}))
+    assert gs.stages_summary(path) == {"all_agree": True, "out_of_time": ["table2@b"], "stages": {
+        "table2@a": {"status": "ok", "device": "cuda:0", "difference_points": 0.3,
+                     "standard_error_points": 0.4, "agrees": True, "speedup_per_run": 7.5}}}
 
 
 def test_rehearsal_summary_names_what_ran_out_of_time(tmp_path):

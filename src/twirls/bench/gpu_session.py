@@ -2,7 +2,8 @@
 rehearsal, within one time budget.
 
     PYTHONPATH=src python3 -m twirls.bench.gpu_session --out DIR [--deadline 540]
-        [--wheels .wheels] [--data /tmp/twirls-rehearsal-data] [--steps tests,bench,rehearsal]
+        [--wheels .wheels] [--data /tmp/twirls-rehearsal-data]
+        [--steps tests,bench,stages,rehearsal]
 
 The developers' GPU machines are lent for a few minutes per session, one command at a time, with
 their own Python stack (no DGL, no DVC, no internet; ``docs/gpu-session.md``). This runs every
@@ -14,11 +15,14 @@ process whose time limit is what is left of ``--deadline`` (at most its own cap)
    and ``DIR/gpu-tests.xml`` (JUnit: each test's outcome, read back into the session record);
 2. ``bench``: ``python -m twirls.bench.gpu``: ``DIR/gpu.json`` (Table 11's models per epoch on an
    arxiv-sized graph, their ratios next to the paper's T4 ratios; seconds per Mettack flip);
-3. ``dvc``: the rehearsal's stages read their params through DVC. When ``import dvc`` fails, the
+3. ``dvc``: the pipeline's stages read their params through DVC. When ``import dvc`` fails, the
    wheels in ``--wheels`` (``make device-wheels``) are installed into a folder that the next
-   step finds on ``PYTHONPATH`` (``pip --no-index --no-deps --target``: the machine's own
+   steps find on ``PYTHONPATH`` (``pip --no-index --no-deps --target``: the machine's own
    packages are left alone);
-4. ``rehearsal``: ``python -m twirls.rehearsal.run --deadline <what is left>`` on the full-size
+4. ``stages``: ``python -m twirls.bench.gpu_stages``: a few real stages (Tables 2 and 3) on the
+   fetched data in ``data/raw``, their scores beside the committed CPU ones and the speed-up
+   per run: ``DIR/gpu-stages.json``;
+5. ``rehearsal``: ``python -m twirls.rehearsal.run --deadline <what is left>`` on the full-size
    generated files, the stages in :data:`PRIORITY` order (the ogbn-arxiv stages first: on a
    CPU they take days): ``DIR/rehearsal-gpu.json``. Stages on DGL's layers (``figure3[GAT]``,
    ``table11``) are added only where DGL can be imported.
@@ -26,8 +30,8 @@ process whose time limit is what is left of ``--deadline`` (at most its own cap)
 A step that fails or runs out of time does not stop the next one. After every step
 ``DIR/gpu-session.json`` (the machine, and per step its command, status, seconds, limit, exit
 status, output tail and files) is rewritten atomically, and ``DIR/gpu-session.log`` holds every
-step's whole output, so a call cut off at its limit still brings back what finished. Six files
-in all (a device call brings back at most eight). Exit status 0 when every step that ran
+step's whole output, so a call cut off at its limit still brings back what finished. Seven
+files in all (a device call brings back at most eight). Exit status 0 when every step that ran
 succeeded.
 
 ``--device cpu --quick --scale 0.01`` runs the same steps on a machine without a GPU (the CUDA
@@ -56,9 +60,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[3]
-STEPS = ("tests", "bench", "dvc", "rehearsal")
+STEPS = ("tests", "bench", "dvc", "stages", "rehearsal")
+CHOSEN = ("tests", "bench", "stages", "rehearsal")  # what --steps names (dvc: as they need)
 #: each step's own cap in seconds (the deadline's rest bounds it too)
-CAPS = {"tests": 240.0, "bench": 240.0, "dvc": 120.0, "rehearsal": math.inf}
+CAPS = {"tests": 240.0, "bench": 240.0, "dvc": 120.0, "stages": 150.0, "rehearsal": math.inf}
 RESERVE_SECONDS = 10.0  # kept back from the deadline to write the record
 MIN_STEP_SECONDS = 15.0  # a step with less time left is recorded as out of time
 MIN_DEADLINE = RESERVE_SECONDS + MIN_STEP_SECONDS
@@ -67,7 +72,7 @@ PRIORITY = ("table2@ogbn-arxiv-", "figure3[TWIRLS", "figure3[IGNN", "figure3[GCN
             "figure3[SGC", "table12", "table2@pubmed-", "table10@", "table5[")
 NEEDS_DGL = ("figure3[GAT", "table11")
 FILES = {"tests": ("gpu-tests.json", "gpu-tests.xml"), "bench": ("gpu.json",), "dvc": (),
-         "rehearsal": ("rehearsal-gpu.json",)}
+         "stages": ("gpu-stages.json",), "rehearsal": ("rehearsal-gpu.json",)}
 RECORD, LOG = "gpu-session.json", "gpu-session.log"
 
 
@@ -232,13 +237,15 @@ def commands(args: argparse.Namespace, out: Path, dgl: bool) -> dict[str, list[s
              f"--junitxml={out / 'gpu-tests.xml'}", "tests/test_gpu.py"]
     bench = [py, "-m", "twirls.bench.gpu", "--device", args.device,
              "--out", str(out / "gpu.json"), *(["--quick"] if args.quick else [])]
+    stages = [py, "-m", "twirls.bench.gpu_stages", "--out", str(out / "gpu-stages.json"),
+              *[a for s in args.stage for a in ("--stage", s)]]
     only = args.only or [*PRIORITY, *(NEEDS_DGL if dgl else ())]
     rehearsal = [py, "-m", "twirls.rehearsal.run", "--repo", str(REPO),
                  "--data", str(args.data), "--out", str(out / "rehearsal-gpu.json"),
                  "--scale", str(args.scale), "--budgets", args.budgets,
                  "--max-epoch-seconds", str(args.max_epoch_seconds),
                  *[a for s in only for a in ("--only", s)]]
-    return {"tests": tests, "bench": bench, "rehearsal": rehearsal}
+    return {"tests": tests, "bench": bench, "stages": stages, "rehearsal": rehearsal}
 
 
 def step_env(name: str, env: dict[str, str], out: Path) -> dict[str, str]:
@@ -266,26 +273,30 @@ def run_session(args: argparse.Namespace) -> dict[str, Any]:
     argvs = commands(args, out, info["dgl"])
     for name in STEPS:
         left = deadline_at - time.perf_counter() - RESERVE_SECONDS
-        wanted = "rehearsal" if name == "dvc" else name  # DVC is the rehearsal's need
-        if wanted not in args.steps:
-            step = Step(name, "skipped", reason=f"{wanted} is not in --steps")
+        needs_dvc = [s for s in ("stages", "rehearsal") if s in args.steps]
+        if name == "dvc" and not needs_dvc:
+            step = Step(name, "skipped", reason="neither stages nor rehearsal is in --steps")
+        elif name != "dvc" and name not in args.steps:
+            step = Step(name, "skipped", reason=f"{name} is not in --steps")
         elif left < MIN_STEP_SECONDS:
             step = Step(name, "out-of-time", reason=f"{max(left, 0):.0f} s of --deadline left")
         elif name == "dvc":
             step = ensure_dvc(args.wheels, site, env, min(CAPS[name], left), log)
             if step.status == "ok" and step.details.get("installed"):
                 env = child_env(site)
-        elif name == "rehearsal" and not dvc_ready(record):
+        elif name in ("stages", "rehearsal") and not dvc_ready(record):
             step = Step(name, "skipped", reason="DVC is not importable (step dvc)")
         else:
             limit = min(CAPS[name], left)
             argv = argvs[name]
-            if name == "rehearsal":  # its own deadline ends its last stage in time
+            if name in ("stages", "rehearsal"):  # their own deadline ends their last stage
                 argv = [*argv, "--deadline", f"{max(limit - 15.0, 1.0):.0f}"]
             step = run_step(name, argv, step_env(name, env, out), limit, log)
         step.files = [f for f in FILES[name] if (out / f).is_file()]
         if name == "tests" and "gpu-tests.xml" in step.files:
             step.details = junit_outcomes(out / "gpu-tests.xml")
+        if name == "stages" and "gpu-stages.json" in step.files:
+            step.details = stages_summary(out / "gpu-stages.json")
         if name == "rehearsal" and "rehearsal-gpu.json" in step.files:
             step.details = rehearsal_summary(out / "rehearsal-gpu.json")
             step.reason = step.reason or late_reason(step.details)
@@ -330,6 +341,19 @@ def rehearsal_summary(path: Path) -> dict[str, Any]:
             "devices": sorted({str(s.get("device")) for s in stages})}
 
 
+def stages_summary(path: Path) -> dict[str, Any]:
+    """Per real stage: its device, its difference from the committed scores and whether they
+    agree, and its speed-up per run (``gpu-stages.json``)."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return {"error": f"unreadable ({exc})"}
+    keys = ("status", "device", "difference_points", "standard_error_points", "agrees",
+            "speedup_per_run")
+    return {"all_agree": report.get("all_agree"), "out_of_time": report.get("out_of_time", []),
+            "stages": {s["stage"]: {k: s.get(k) for k in keys} for s in report["stages"]}}
+
+
 def late_reason(summary: dict[str, Any]) -> str:
     """What a rehearsal that ran out of time left out, in a few words (else ``""``)."""
     late = summary.get("out_of_time") or []
@@ -340,11 +364,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m twirls.bench.gpu_session",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="folder for the six files")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the seven files")
     parser.add_argument("--deadline", type=float, default=540.0,
                         help="seconds for everything (default 540: a 10-minute call)")
-    parser.add_argument("--steps", default="tests,bench,rehearsal",
-                        help="which of tests, bench, rehearsal to run (comma-separated)")
+    parser.add_argument("--steps", default=",".join(CHOSEN),
+                        help=f"which of {', '.join(CHOSEN)} to run (comma-separated)")
     parser.add_argument("--wheels", type=Path, default=REPO / ".wheels",
                         help="DVC's wheels, installed when DVC is missing")
     parser.add_argument("--data", type=Path,
@@ -360,13 +384,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the rehearsal's --max-epoch-seconds")
     parser.add_argument("--only", action="append", default=[],
                         help="the rehearsal's stages, in order (default: PRIORITY)")
+    parser.add_argument("--stage", action="append", default=[],
+                        help="step stages: a real stage (group@name), repeatable (default: "
+                             "twirls.bench.gpu_stages.STAGES)")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
-    unknown = sorted(set(steps) - {"tests", "bench", "rehearsal"})
+    unknown = sorted(set(steps) - set(CHOSEN))
     if unknown or not steps:
-        parser.error(f"--steps: {', '.join(unknown) or 'nothing given'}; choose from tests, "
-                     "bench, rehearsal")
+        parser.error(f"--steps: {', '.join(unknown) or 'nothing given'}; choose from "
+                     f"{', '.join(CHOSEN)}")
     args.steps = steps
     if args.deadline <= MIN_DEADLINE:
         parser.error(f"--deadline {args.deadline:g}: give more than {MIN_DEADLINE:g} seconds")
