@@ -368,6 +368,21 @@ def test_deadline_lists_the_stages_it_left_out(tmp_path):
     assert report["deadline_seconds"] == 0.001
 
 
+def test_skip_done_keeps_what_an_earlier_call_measured(tmp_path):
+    out = tmp_path / "rehearsal.json"
+    args = ["--scale", str(SCALE), "--out", str(out), "--repo", str(REPO),
+            "--data", str(tmp_path / "data")]
+    assert rehearsal_main([*args, "--only", "table5[pku]"]) == 0
+    first = json.loads(out.read_text())["stages"]
+    assert rehearsal_main([*args, "--only", "table5[pku]", "--skip-done"]) == 0  # nothing to do
+    assert json.loads(out.read_text())["stages"] == first
+    assert rehearsal_main([*args, "--only", "table5[pku]", "--only", "table5[pubmed]",
+                           "--skip-done"]) == 0
+    stages = json.loads(out.read_text())["stages"]
+    assert [s["stage"] for s in stages] == ["table5[pku]", "table5[pubmed]"]
+    assert stages[0] == first[0]  # kept as it was, not measured again
+
+
 def test_a_run_past_its_time_limit_is_stopped_and_says_so(tmp_path):
     out = tmp_path / "rehearsal.json"
     code = rehearsal_main(["--scale", str(SCALE), "--only", "table2@pubmed-sgc", "--out",

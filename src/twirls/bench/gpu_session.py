@@ -1,7 +1,7 @@
 """One call on a borrowed GPU machine: the GPU tests, the GPU benchmark and the large-data
 rehearsal, within one time budget.
 
-    PYTHONPATH=src python3 -m twirls.bench.gpu_session --out DIR [--deadline 540]
+    PYTHONPATH=src python3 -m twirls.bench.gpu_session --out DIR [--deadline 420]
         [--wheels .wheels] [--data /tmp/twirls-rehearsal-data]
         [--steps tests,bench,stages,rehearsal]
 
@@ -243,7 +243,7 @@ def commands(args: argparse.Namespace, out: Path, dgl: bool) -> dict[str, list[s
     rehearsal = [py, "-m", "twirls.rehearsal.run", "--repo", str(REPO),
                  "--data", str(args.data), "--out", str(out / "rehearsal-gpu.json"),
                  "--scale", str(args.scale), "--budgets", args.budgets,
-                 "--max-epoch-seconds", str(args.max_epoch_seconds),
+                 "--max-epoch-seconds", str(args.max_epoch_seconds), "--skip-done",
                  *[a for s in only for a in ("--only", s)]]
     return {"tests": tests, "bench": bench, "stages": stages, "rehearsal": rehearsal}
 
@@ -365,8 +365,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="folder for the seven files")
-    parser.add_argument("--deadline", type=float, default=540.0,
-                        help="seconds for everything (default 540: a 10-minute call)")
+    parser.add_argument("--deadline", type=float, default=420.0,
+                        help="seconds for everything (default 420: 7 minutes, leaving a borrowed "
+                             "machine time for a second call)")
     parser.add_argument("--steps", default=",".join(CHOSEN),
                         help=f"which of {', '.join(CHOSEN)} to run (comma-separated)")
     parser.add_argument("--wheels", type=Path, default=REPO / ".wheels",

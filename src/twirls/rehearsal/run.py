@@ -27,7 +27,8 @@ stage ran.
 ``--deadline`` bounds the whole rehearsal's wall time (one call on a borrowed GPU machine): no
 run goes past it, a stage's larger budgets are left out when they would not fit, and the stages
 not started are listed under ``out_of_time`` (``complete`` is then false). ``--only`` gives the
-stages in priority order.
+stages in priority order; ``--skip-done`` keeps the stages an earlier run wrote to ``--out``
+instead of running them again.
 """
 
 from __future__ import annotations
@@ -387,6 +388,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "machine): no run goes past it, and the stages not started by "
                              "then are listed under out_of_time (give --only in priority "
                              "order)")
+    parser.add_argument("--skip-done", action="store_true",
+                        help="with --only: stages that an existing --out (same --scale) "
+                             "records as ok are kept, not run again (a second call on a "
+                             "borrowed machine)")
     parser.add_argument("--max-epoch-seconds", type=float, default=60.0,
                         help="a stage whose first epoch (its own timer) takes longer runs only "
                              "the smallest budget")
@@ -408,6 +413,12 @@ def main(argv: list[str] | None = None) -> int:
     if not plans:
         raise SystemExit(f"--only {args.only}: no stage matches")
     previous = read_json(args.out) if args.only else None
+    if args.skip_done and previous and previous.get("scale") == args.scale:
+        done = {s["stage"] for s in previous.get("stages", []) if s.get("status") == "ok"}
+        plans = [p for p in plans if p.stage not in done]
+        if not plans:
+            print(f"{args.out}: every selected stage is there already (--skip-done)")
+            return 0
     # kept: the other stages of the previous report that are still stages of params.yaml (a
     # report from before a stage was renamed, e.g. `train@x` -> `table2@x`, keeps none of those)
     kept = [s for s in (previous or {}).get("stages", [])
