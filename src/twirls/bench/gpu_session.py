@@ -260,10 +260,13 @@ def run_session(args: argparse.Namespace) -> dict[str, Any]:
     log.write_text("")
     started = time.perf_counter()
     deadline_at = started + args.deadline
-    info = machine()
+    try:
+        info = machine()
+    except Exception as exc:  # a broken torch or driver: the steps say more
+        info = {"error": f"{type(exc).__name__}: {exc}", "dgl": False}
     record: dict[str, Any] = {
-        "what": "one call's GPU measurements: tests, benchmark, large-data rehearsal "
-                "(python -m twirls.bench.gpu_session)",
+        "what": "one call's GPU measurements: tests, benchmark, real stages, large-data "
+                "rehearsal (python -m twirls.bench.gpu_session)",
         "command": " ".join(["python -m twirls.bench.gpu_session", *args.argv]),
         "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"),
