@@ -423,11 +423,14 @@ def gpu_peak_memory(request):
 
 @pytest.fixture(autouse=True, scope="module")
 def highest_float32_precision():
-    """Full float32 matmuls (no TF32) while comparing CPU and CUDA numbers."""
-    before = torch.get_float32_matmul_precision()
+    """Full float32 matmuls and cuDNN kernels (the bi-LSTM's; no TF32) while comparing CPU and
+    CUDA numbers."""
+    before, cudnn_before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
     torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = False
     yield
     torch.set_float32_matmul_precision(before)
+    torch.backends.cudnn.allow_tf32 = cudnn_before
 
 
 # ----------------------------------------------------------------------------- benchmark
