@@ -95,18 +95,21 @@ def train_run(model: CWSTagger, train: Sentences, val: Sentences, test: Sentence
     bar = tqdm(range(cfg.epochs), desc=desc or "epochs", disable=not progress, leave=False)
     for epoch in bar:
         model.train()
-        total, count = 0.0, 0
+        # the summed loss stays on the device (float64, the same sums as Python floats): one
+        # host read per epoch, not one per batch
+        total, count = torch.zeros((), dtype=torch.float64, device=device), 0
         for index in batch_order(train.lengths, cfg.batch_size, generator, cfg.bucket):
             batch = make_batch(train, index, device)
             loss = F.cross_entropy(model(batch), batch.tags)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            total += float(loss.detach()) * batch.tags.numel()
+            total += loss.detach().double() * batch.tags.numel()
             count += batch.tags.numel()
+        mean_loss = float(total) / count
         val_f1 = evaluate(model, val_batches)
-        history.append({"epoch": epoch, "loss": total / count, "val_macro_f1": val_f1})
-        bar.set_postfix(loss=f"{total / count:.4f}", val=f"{val_f1:.4f}")
+        history.append({"epoch": epoch, "loss": mean_loss, "val_macro_f1": val_f1})
+        bar.set_postfix(loss=f"{mean_loss:.4f}", val=f"{val_f1:.4f}")
         if not val_batches or val_f1 >= best_val:
             best_val, best_epoch = val_f1, epoch
             best_state = copy.deepcopy(model.state_dict())
