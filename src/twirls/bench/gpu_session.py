@@ -42,7 +42,6 @@ check this module.
 from __future__ import annotations
 
 import argparse
-import datetime
 import importlib.util
 import json
 import math
@@ -58,6 +57,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from twirls.rehearsal.run import report_head
 
 REPO = Path(__file__).resolve().parents[3]
 STEPS = ("tests", "bench", "dvc", "stages", "rehearsal")
@@ -265,11 +266,8 @@ def run_session(args: argparse.Namespace) -> dict[str, Any]:
     except Exception as exc:  # a broken torch or driver: the steps say more
         info = {"error": f"{type(exc).__name__}: {exc}", "dgl": False}
     record: dict[str, Any] = {
-        "what": "one call's GPU measurements: tests, benchmark, real stages, large-data "
-                "rehearsal (python -m twirls.bench.gpu_session)",
-        "command": " ".join(["python -m twirls.bench.gpu_session", *args.argv]),
-        "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"),
+        **report_head("one call's GPU measurements: tests, benchmark, real stages, large-data "
+                      "rehearsal", "twirls.bench.gpu_session", args.argv),
         "deadline_seconds": args.deadline, "machine": info, "steps": []}
     site = Path(tempfile.gettempdir()) / "twirls-device-site"
     env = child_env()

@@ -29,8 +29,6 @@ status 0 when every stage ran and agrees.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import math
 import shutil
 import sys
@@ -41,7 +39,14 @@ from typing import Any
 
 from twirls.params import read_all, write_all
 from twirls.rehearsal.measure import run_measured, stop_current
-from twirls.rehearsal.run import child_env, machine_info, make_workspace, write_atomic_json
+from twirls.rehearsal.run import (
+    child_env,
+    machine_info,
+    make_workspace,
+    read_json,
+    report_head,
+    write_atomic_json,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 #: most wanted first; committed CPU seconds per run: 4.7, 1.8, 218 (3 runs), 8.8
@@ -81,13 +86,6 @@ def compare(ours: dict[str, Any], committed: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def run_stage(stage: str, raw: Path, work: Path, env: dict[str, str],
               timeout: float | None) -> dict[str, Any]:
     """One stage run in ``work``; its record (see the module doc)."""
@@ -122,11 +120,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         parse_stage(stage)
     raw = args.raw.resolve()
     report: dict[str, Any] = {
-        "what": "real stages on this machine's device (device: auto) vs their committed CPU "
-                "results (python -m twirls.bench.gpu_stages)",
-        "command": " ".join(["python -m twirls.bench.gpu_stages", *args.argv]),
-        "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"),
+        **report_head("real stages on this machine's device (device: auto) vs their committed "
+                      "CPU results", "twirls.bench.gpu_stages", args.argv),
         "rule": f"agrees: |difference| <= max({AGREE_SE:g} standard errors, "
                 f"{AGREE_POINTS:g} points)",
         "machine": machine_info(), "stages": [], "out_of_time": []}

@@ -141,6 +141,13 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
+def report_head(what: str, module: str, argv: list[str]) -> dict[str, Any]:
+    """The first keys of a measurement's JSON: what it is, the command that wrote it, when."""
+    return {"what": what, "command": " ".join([f"python -m {module}", *argv]),
+            "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds")}
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text())
