@@ -43,10 +43,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import math
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -58,7 +56,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from twirls.rehearsal.run import report_head
+from twirls.rehearsal.run import child_env as stage_env
+from twirls.rehearsal.run import machine_info, read_json, report_head, write_atomic_json
 
 REPO = Path(__file__).resolve().parents[3]
 STEPS = ("tests", "bench", "dvc", "stages", "rehearsal")
@@ -139,14 +138,9 @@ def tail(log: Path, chars: int = 1500) -> str:
 
 
 def child_env(site: Path | None = None) -> dict[str, str]:
-    """The steps' environment: this repository's ``src`` (and ``site``, the installed wheels)
-    on ``PYTHONPATH``, no analytics or version checks over the network."""
-    env = dict(os.environ)
-    paths = [str(REPO / "src"), *([str(site)] if site else []), env.get("PYTHONPATH", "")]
-    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    env.update(DVC_NO_ANALYTICS="1", OUTDATED_IGNORE="1", DGLBACKEND="pytorch",
-               MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
-    return env
+    """The steps' environment: the rehearsal's (:func:`twirls.rehearsal.run.child_env`), with
+    ``site`` (the installed wheels) on ``PYTHONPATH`` and unbuffered output for the log."""
+    return {**stage_env(REPO, (site,) if site else ()), "PYTHONUNBUFFERED": "1"}
 
 
 def importable(module: str, env: dict[str, str]) -> tuple[bool, str]:
@@ -204,30 +198,17 @@ def junit_outcomes(path: Path) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- the record
 def machine() -> dict[str, Any]:
-    """Python, torch, CPU count and the GPU (``cuda_status``, device name, ``nvidia-smi -L``)."""
+    """The rehearsal's machine record (:func:`twirls.rehearsal.run.machine_info`: Python, torch,
+    CPU, memory, ``cuda_status``, the GPU's name), with torch's CUDA version, ``nvidia-smi -L``
+    and whether DGL is installed."""
     import torch
 
-    from twirls.train.device import cuda_status
-
-    ok, reason = cuda_status()
-    info: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
-                            "torch_cuda": torch.version.cuda, "cpu_count": os.cpu_count(),
-                            "platform": platform.platform(),
-                            "cuda": {"usable": ok, "reason": reason}}
-    if ok:
-        info["gpu"] = torch.cuda.get_device_name()
+    info = {**machine_info(), "torch_cuda": torch.version.cuda}
     if shutil.which("nvidia-smi"):
         proc = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
         info["nvidia_smi"] = proc.stdout.strip() or proc.stderr.strip()
     info["dgl"] = importlib.util.find_spec("dgl") is not None
     return info
-
-
-def write_record(path: Path, record: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps(record, indent=1) + "\n")
-    os.replace(tmp, path)
 
 
 # ----------------------------------------------------------------------------- the steps
@@ -272,9 +253,9 @@ def run_session(args: argparse.Namespace) -> dict[str, Any]:
     site = Path(tempfile.gettempdir()) / "twirls-device-site"
     env = child_env()
     argvs = commands(args, out, info["dgl"])
+    needs_dvc = any(s in args.steps for s in ("stages", "rehearsal"))
     for name in STEPS:
         left = deadline_at - time.perf_counter() - RESERVE_SECONDS
-        needs_dvc = [s for s in ("stages", "rehearsal") if s in args.steps]
         if name == "dvc" and not needs_dvc:
             step = Step(name, "skipped", reason="neither stages nor rehearsal is in --steps")
         elif name != "dvc" and name not in args.steps:
@@ -303,7 +284,7 @@ def run_session(args: argparse.Namespace) -> dict[str, Any]:
             step.reason = step.reason or late_reason(step.details)
         record["steps"].append(asdict(step))
         record["wall_seconds"] = round(time.perf_counter() - started, 1)
-        write_record(out / RECORD, record)
+        write_atomic_json(out / RECORD, record)
         why = f": {step.reason}" if step.reason else ""
         print(f"{name}: {step.status} ({step.seconds:.0f} s){why}", flush=True)
     return record
@@ -330,10 +311,9 @@ def dvc_ready(record: dict[str, Any]) -> bool:
 
 def rehearsal_summary(path: Path) -> dict[str, Any]:
     """What the rehearsal's JSON says in short: stages ok / failed / left out for time."""
-    try:
-        report = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        return {"error": f"unreadable ({exc})"}
+    report = read_json(path)
+    if report is None:
+        return {"error": f"{path.name} is missing or not JSON"}
     stages = report.get("stages", [])
     return {"complete": report.get("complete"),
             "ok": [s["stage"] for s in stages if s.get("status") == "ok"],
@@ -345,10 +325,9 @@ def rehearsal_summary(path: Path) -> dict[str, Any]:
 def stages_summary(path: Path) -> dict[str, Any]:
     """Per real stage: its device, its difference from the committed scores and whether they
     agree, and its speed-up per run (``gpu-stages.json``)."""
-    try:
-        report = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        return {"error": f"unreadable ({exc})"}
+    report = read_json(path)
+    if report is None:
+        return {"error": f"{path.name} is missing or not JSON"}
     keys = ("status", "device", "difference_points", "standard_error_points", "agrees",
             "speedup_per_run")
     return {"all_agree": report.get("all_agree"), "out_of_time": report.get("out_of_time", []),

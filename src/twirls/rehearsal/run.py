@@ -100,10 +100,12 @@ def make_workspace(repo: Path, work: Path, *, git: bool | None = None) -> Path:
     return work
 
 
-def child_env(repo: Path) -> dict[str, str]:
+def child_env(repo: Path, extra: tuple[Path, ...] = ()) -> dict[str, str]:
+    """The stages' environment: ``repo``'s ``src`` (then ``extra`` folders) first on
+    ``PYTHONPATH``, this Python first on ``PATH``, no analytics or version checks."""
     env = dict(os.environ)
-    src = repo / "src"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH", "")]))
+    paths = [str(repo / "src"), *map(str, extra), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.update(DVC_NO_ANALYTICS="1", OUTDATED_IGNORE="1", DGLBACKEND="pytorch",
                MPLBACKEND="Agg")
