@@ -61,6 +61,27 @@ def test_deadline_leaves_stages_out(tmp_path):
     assert report["all_agree"] is False
 
 
+def test_skip_done_keeps_an_earlier_calls_gpu_stages_and_runs_the_rest(tmp_path):
+    """A second call on a borrowed machine: the stages that the first call ran on the GPU are
+    kept (``kept_from``), a failed one or one run on the CPU is run again, nothing is lost."""
+    out = tmp_path / "gpu-stages.json"
+    first = {"started_utc": "2026-11-26T06:24:07+00:00", "machine": {"gpu": "NVIDIA H200"},
+             "stages": [{"stage": gst.STAGES[0], "status": "ok", "device": "cuda",
+                         "agrees": True},
+                        {"stage": gst.STAGES[1], "status": "ok", "device": "cpu",
+                         "agrees": True},
+                        {"stage": gst.STAGES[2], "status": "failed", "device": "cuda"}]}
+    out.write_text(json.dumps(first))
+    assert gst.main(["--out", str(out), "--skip-done", "--deadline", "0"]) == 1
+    report = json.loads(out.read_text())
+    assert report["kept_from"] == {"started_utc": first["started_utc"], "gpu": "NVIDIA H200",
+                                   "stages": [gst.STAGES[0]]}
+    assert report["stages"] == first["stages"][:1]
+    assert report["out_of_time"] == list(gst.STAGES[1:])
+    assert gst.main(["--out", str(tmp_path / "new.json"), "--skip-done", "--deadline", "0"]) == 1
+    assert "kept_from" not in json.loads((tmp_path / "new.json").read_text())
+
+
 def test_a_failed_stage_is_recorded_with_its_log(tmp_path):
     out = tmp_path / "gpu-stages.json"
     assert gst.main(["--out", str(out), "--raw", str(tmp_path / "nothing"),

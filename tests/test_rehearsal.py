@@ -403,3 +403,20 @@ def test_committed_rehearsal_covers_every_large_data_stage_under_16_gb():
     assert report["complete"] and report["scale"] == 1.0 and not report["not_run"]
     assert all(s["status"] == "ok" for s in recorded.values())
     assert max(s["peak_rss_gb"] for s in recorded.values()) < 16.0
+
+
+@pytest.mark.parametrize(("gpu_peak", "device"), [(1.58, "cuda"), (None, "unknown")])
+def test_a_stage_stopped_before_its_metrics_says_where_it_ran(gpu_peak, device):
+    """A stage killed at its time limit writes no metrics: nvidia-smi's samples of its process
+    say it ran on the GPU (seen on the H200: ``table12`` stopped by the deadline was recorded
+    as run on the CPU); without them, where it ran is unknown, not "cpu"."""
+    from twirls.rehearsal.run import assemble
+
+    real = read_all(REPO)
+    plan = {p.stage: p for p in all_plans(real)}["table12"]
+    runs = [{"epochs": 1, "wall_seconds": 23.5, "cpu_seconds": 25.1, "load_average_1min": 1.0,
+             "peak_rss_gb": 1.66, "gpu_peak_gb": gpu_peak, "returncode": -9}]
+    record = assemble(plan, real, {1: 23.5}, {1: 25.1}, {}, runs, "stopped at its time limit")
+    assert record["status"] == "failed"
+    assert record["device"] == device and record["gpu_peak_gb"] == gpu_peak
+    assert "CPU" not in record["gpu_note"]

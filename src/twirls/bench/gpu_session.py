@@ -220,7 +220,7 @@ def commands(args: argparse.Namespace, out: Path, dgl: bool) -> dict[str, list[s
     bench = [py, "-m", "twirls.bench.gpu", "--device", args.device,
              "--out", str(out / "gpu.json"), *(["--quick"] if args.quick else [])]
     stages = [py, "-m", "twirls.bench.gpu_stages", "--out", str(out / "gpu-stages.json"),
-              *[a for s in args.stage for a in ("--stage", s)]]
+              "--skip-done", *[a for s in args.stage for a in ("--stage", s)]]
     only = args.only or [*PRIORITY, *(NEEDS_DGL if dgl else ())]
     rehearsal = [py, "-m", "twirls.rehearsal.run", "--repo", str(REPO),
                  "--data", str(args.data), "--out", str(out / "rehearsal-gpu.json"),

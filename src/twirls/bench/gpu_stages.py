@@ -1,7 +1,7 @@
 """Real stages on the GPU against their committed CPU results: same scores, and how much faster.
 
     python -m twirls.bench.gpu_stages --out gpu-stages.json [--stage table2@cora-twirls-base-k2]
-        [--raw data/raw] [--deadline SECONDS]
+        [--raw data/raw] [--deadline SECONDS] [--skip-done]
 
 Runs each stage's real command (``python -m twirls.stages.train <group> <name>`` with the real
 ``params.yaml``, so ``device: auto`` puts it on the GPU where there is one) on the fetched data
@@ -22,8 +22,9 @@ beside the committed ones (``metrics/<group>/<name>.json``, from this project's 
 :data:`STAGES` (the default) are short on a GPU and cover TWIRLS-base (Table 2), TWIRLS with
 attention on a heterophily graph (Table 3) and the deep baselines (GCNII with 32 layers, DAGNN),
 none on DGL's layers. Stages that ``--deadline`` leaves no time for are listed under
-``out_of_time``. The JSON is rewritten after every stage (a temporary file, then a rename). Exit
-status 0 when every stage ran and agrees.
+``out_of_time``; ``--skip-done`` keeps those that an earlier call's ``--out`` records as run on
+a GPU (``kept_from`` says which call) and runs the rest. The JSON is rewritten after every
+stage (a temporary file, then a rename). Exit status 0 when every stage ran and agrees.
 """
 
 from __future__ import annotations
@@ -125,12 +126,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rule": f"agrees: |difference| <= max({AGREE_SE:g} standard errors, "
                 f"{AGREE_POINTS:g} points)",
         "machine": machine_info(), "stages": [], "out_of_time": []}
+    todo = list(args.stage)
+    previous = read_json(args.out) if args.skip_done and args.out.exists() else None
+    if previous:  # an earlier call's stages that ran (ok, on a GPU) are kept, not run again
+        kept = [s for s in previous.get("stages", []) if s.get("stage") in todo
+                and s.get("status") == "ok" and s.get("device") == "cuda"]
+        report["stages"] = kept
+        report["kept_from"] = {"started_utc": previous.get("started_utc"),
+                               "gpu": (previous.get("machine") or {}).get("gpu"),
+                               "stages": [s["stage"] for s in kept]}
+        todo = [t for t in todo if t not in report["kept_from"]["stages"]]
     work = Path(tempfile.mkdtemp(prefix="twirls-gpu-stages-"))
     try:
         make_workspace(REPO, work)
         write_all(work, read_all(REPO))  # the real params
         env = child_env(REPO)
-        for stage in args.stage:
+        for stage in todo:
             left = args.deadline - (time.perf_counter() - started)
             if left < MIN_STAGE_SECONDS:
                 report["out_of_time"].append(stage)
@@ -166,6 +177,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the fetched datasets (dvc repro fetch@...)")
     parser.add_argument("--deadline", type=float, default=math.inf,
                         help="seconds for all stages: none starts or runs past it")
+    parser.add_argument("--skip-done", action="store_true",
+                        help="keep the stages that an existing --out records as run on a GPU "
+                             "(status ok) and run the others (a second call on a borrowed "
+                             "machine)")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     args.stage = args.stage or list(STAGES)

@@ -182,9 +182,17 @@ class GraphOps:
         """Entries on the ``Ã`` pattern from per-edge ``off`` (2m,) and per-node ``diag`` (n,)."""
         like = off if isinstance(off, Tensor) else diag if isinstance(diag, Tensor) else None
         dtype = like.dtype if like is not None else self.dtype
-        off_t = torch.as_tensor(off, dtype=dtype, device=self.device).expand(self.num_edges)
-        diag_t = torch.as_tensor(diag, dtype=dtype, device=self.device).expand(self.n)
+        off_t = self._filled(off, dtype, self.num_edges)
+        diag_t = self._filled(diag, dtype, self.n)
         return torch.cat([off_t, diag_t]).index_select(0, self._gather)
+
+    def _filled(self, value: Tensor | float, dtype: torch.dtype, size: int) -> Tensor:
+        """``value`` as ``(size,)`` on the device. A Python number is filled in by a kernel:
+        ``torch.as_tensor(number, device=cuda)`` would copy it from the host and make the host
+        wait for the GPU (seen in the CUDA sync debug mode on every attention layer)."""
+        if isinstance(value, Tensor):
+            return value.to(dtype=dtype, device=self.device).expand(size)
+        return torch.full((size,), value, dtype=dtype, device=self.device)
 
     def matrix(self, off: Tensor | float, diag: Tensor | float, *,
                symmetric: bool = False) -> SparseMatrix:

@@ -275,6 +275,8 @@ def why_failed(record: dict[str, Any]) -> str:
     time limit or the memory), or ``""``."""
     if "DGL" in str(record.get("error", "")):
         return "needs DGL"
+    if "time limit" in str(record.get("error", "")):
+        return "stopped at its time limit"
     codes = [r.get("returncode") for r in record.get("runs") or []]
     last = codes[-1] if codes else None
     return f"killed by signal {-last}" if isinstance(last, int) and last < 0 else ""
@@ -290,6 +292,25 @@ def failed_note(records: list[dict[str, Any]], prefix: str) -> list[str]:
                                       for r in bad)]
 
 
+def timing_notes(ok: list[dict[str, Any]], gpu: bool) -> list[str]:
+    """How far the estimates of ``ok`` can be trusted: stages whose epochs were too short to
+    time against the start-up's noise (the rehearsal counts them as 0 s, so only their start-up
+    is in the sum: a lower bound), and, on a GPU (``gpu``), stages timed on a single first
+    epoch, which holds CUDA's warm-up (likely high)."""
+    notes = []
+    untimed = [r for r in ok if r.get("seconds_per_epoch") == 0
+               and len(r.get("epochs_measured") or []) > 0]
+    if untimed:
+        notes.append(f"epochs below the timing noise, start-up only (a lower bound): "
+                     f"{listed(untimed)}")
+    single = [r for r in ok if gpu and r.get("epochs_measured") == [1]
+              and r.get("seconds_per_epoch")]
+    if single:
+        notes.append(f"timed on one first epoch, warm-up included (likely high): "
+                     f"{listed(single)}")
+    return notes
+
+
 def late_note(stages: list[str]) -> list[str]:
     return [f"out of time: {', '.join(f'`{s}`' for s in stages)}"] if stages else []
 
@@ -300,7 +321,8 @@ def cpu_cell(spec: RowSpec, records: list[dict[str, Any]], late: list[str]) -> s
     if not records and not late:
         return f"no stage {' / '.join(f'`{p}`' for p in spec.patterns)} in {REHEARSAL}"
     ok = [r for r in records if estimate(r) is not None]
-    notes = failed_note(records, "failed in the rehearsal") + late_note(late)
+    notes = (timing_notes(ok, gpu=False) + failed_note(records, "failed in the rehearsal")
+             + late_note(late))
     if not ok:
         return f"no estimate ({'; '.join(notes)})"
     return estimate_cell(spec, ok, len(records) + len(late), "", notes)
@@ -357,8 +379,8 @@ def gpu_cell(spec: RowSpec, expected: list[str], inputs: Inputs) -> str:
             return f"{NOT_MEASURED} ({GPU_REHEARSAL} ran at --scale {scale}, not the real sizes)"
         notes = gpu_notes([], records, not_run, late) if records or not_run or late else []
         return NOT_MEASURED + (f" ({'; '.join(notes)})" if notes else "")
-    notes = gpu_notes(expected or [str(r.get("stage")) for r in records], records, not_run,
-                      late)
+    expected = expected or [str(r.get("stage")) for r in records]
+    notes = timing_notes(ok, gpu=True) + gpu_notes(expected, records, not_run, late)
     peaks = [r["gpu_peak_gb"] for r in ok if isinstance(r.get("gpu_peak_gb"), (int, float))]
     if peaks:
         notes.insert(0, f"GPU memory up to {gb(max(peaks))}")

@@ -284,11 +284,14 @@ def assemble(plan: StagePlan, real: dict[str, Any], walls: dict[int, float],
              runs: list[dict[str, Any]], error: str) -> dict[str, Any]:
     """The stage's entry in ``rehearsal.json``."""
     last = metrics[max(metrics)] if metrics else {}
-    device = last.get("device") or "cpu"
     gpu = [r["gpu_peak_gb"] for r in runs if r["gpu_peak_gb"] is not None]
+    # a stage stopped before it wrote its metrics: nvidia-smi's samples say where it ran
+    device = last.get("device") or ("cuda" if gpu else "cpu" if metrics else "unknown")
     on_gpu = "cuda" in str(device)
     if on_gpu and gpu:
         gpu_peak, gpu_note = max(gpu), "nvidia-smi samples of the stage's process (0.5 s)"
+    elif device == "unknown":
+        gpu_peak, gpu_note = None, "unknown: no metrics (the stage did not finish) and no GPU use"
     else:
         gpu_peak = None
         gpu_note = ("ran on CUDA but nvidia-smi was unavailable" if on_gpu else
