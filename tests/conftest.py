@@ -1,4 +1,6 @@
-"""Test-wide settings: no analytics, no version checks over the network, quiet DGL."""
+"""Test-wide settings: no analytics, no version checks over the network, quiet DGL; every test
+that needs DGL is marked ``reference`` (``make test-reference`` runs them on the reference stack,
+requirements-reference.txt)."""
 
 import os
 
@@ -28,3 +30,11 @@ def _cpu_flags_restored():
     strategies when subnormals flush to zero)."""
     yield
     torch.set_flush_denormal(False)
+
+
+def pytest_collection_modifyitems(items):
+    """Mark ``reference`` every test that skips without DGL (``requires.needs("dgl")``)."""
+    for item in items:
+        if any(str(mark.kwargs.get("reason", "")).startswith("dgl is not installed")
+               for mark in item.iter_markers("skipif")):
+            item.add_marker(pytest.mark.reference)

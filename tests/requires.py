@@ -1,16 +1,17 @@
 """Optional packages that some tests need, and one way to skip those tests where one is missing.
 
-The torch-native core needs none of DGL, DeepRobust, OGB or DVC, and its tests run on any stack
-(`make test-current`: Python 3.12, torch >= 2.4, numpy 2, no DGL). A test that needs one of them
-(DGL's layers as a reference oracle or for GAT/GraphSAGE, DeepRobust's reference
-implementations, OGB's own reader, the dvc CLI) says so with a marker::
+The torch-native core needs none of DGL, DeepRobust, OGB or DVC. A test that needs one of them
+(DGL's layers as a reference oracle, DeepRobust's reference implementations, OGB's own reader,
+the dvc CLI) says so with a marker::
 
     @needs_dgl
     def test_reference_variant_equals_dgl_twirlsconv(): ...
 
 or, inside a fixture or helper, with ``require("deeprobust")``. Where the package is not installed
-the test skips and the reason names the package, what the test uses it for, and where to get it
-(`requirements.txt`, the pinned stack `make test` installs, has all four).
+the test skips and the reason names the package, what the test uses it for, and where to get it:
+`requirements.txt` (`make test`) has DeepRobust, OGB and DVC; DGL, which needs torch <= 2.2.1
+and numpy < 2, is in the reference stack, `requirements-reference.txt` (`make test-reference`,
+which runs the tests marked ``reference``: those that skip without DGL, see ``conftest.py``).
 
 Only a package that is *not installed* skips its tests. One that is installed but fails to import
 (e.g. DGL 2.1 under a newer torch) still fails them, with its real error: a broken install must
@@ -23,11 +24,12 @@ from importlib.util import find_spec
 
 import pytest
 
-PINNED = "the pinned stack (requirements.txt, `make test`) has it"
+WHERE = {"dgl": "the reference stack (requirements-reference.txt, `make test-reference`) has it"}
+DEFAULT_WHERE = "the default stack (requirements.txt, `make test`) has it"
 
 #: What the tests use each optional package for, unless a test says more precisely.
 USES = {
-    "dgl": "DGL's layers: a reference oracle, or those GAT and GraphSAGE run on",
+    "dgl": "DGL's layers: a reference oracle of ours",
     "deeprobust": "DeepRobust: the reference Mettack, GCN, GCN-Jaccard, GCN-SVD or data loader",
     "ogb": "OGB: its own ogbn-arxiv reader as the oracle of ours",
     "dvc": "the dvc CLI",
@@ -41,7 +43,8 @@ def installed(package: str) -> bool:
 
 def reason(package: str, why: str = "") -> str:
     """The skip reason for a test that needs ``package`` (``why``: what for, if more specific)."""
-    return f"{package} is not installed ({why or USES[package]}); {PINNED}"
+    return (f"{package} is not installed ({why or USES[package]}); "
+            f"{WHERE.get(package, DEFAULT_WHERE)}")
 
 
 def needs(package: str, why: str = "") -> pytest.MarkDecorator:

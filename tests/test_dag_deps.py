@@ -52,11 +52,13 @@ def test_a_missing_or_broad_dependency_is_named(tmp_path):
     start = text.index("  table12:")
     block = text[start:text.index("\n\n", start)]
     broken = block.replace("      - src/twirls/train/loop.py\n", "      - src/twirls/bench\n", 1)
+    broken = broken.replace("      - src/twirls/params.py\n",
+                            "      - src/twirls/params.py\n      - src/twirls/dag.py\n", 1)
     assert broken != block
     dvc_yaml.write_text(text.replace(block, broken))
     (table12,) = [s for s in dag.stage_deps(dvc_yaml) if s.family == "table12"]
     assert table12.missing == ["src/twirls/train/loop.py"]
-    assert table12.broad == ["src/twirls/bench"]
+    assert table12.broad == ["src/twirls/bench", "src/twirls/dag.py"]  # a folder, a file
     assert dag.write_deps(dvc_yaml) == ["table12"]
     assert dvc_yaml.read_text() == text  # the generator puts back what the check wants
 

@@ -16,8 +16,8 @@
 
 The checks are helpers taking the device; the tests at the bottom (no ``gpu`` marker) run the
 same helpers on the CPU, and the benchmark with ``--device cpu --quick``, so the CUDA code paths
-run on every machine and only the device differs. Needs neither DGL (GAT and GraphSAGE are
-skipped, with the reason, without a CUDA build of DGL), nor DVC, nor DeepRobust.
+run on every machine and only the device differs. Needs neither DGL (every model family is
+torch-native, GAT and GraphSAGE included), nor DVC, nor DeepRobust.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from twirls.cws.models import build_tagger
 from twirls.cws.train import CWSTrainConfig, seeded_run
 from twirls.data import pku
 from twirls.data.graph import GraphData, Split, undirected_graph
-from twirls.models import MODELS, GraphOps, build_model, requires_dgl
+from twirls.models import MODELS, GraphOps, build_model
 from twirls.params import read_all
 from twirls.stages import attack as attack_stage
 from twirls.train import loop
@@ -112,22 +112,6 @@ def small_task(n: int = 240, edges: int = 720, features: int = 24, classes: int 
     return graph, x, labels, split
 
 
-def skip_unless_dgl_runs_on(name: str, device: str) -> None:
-    """Skip (with the reason) a model on DGL's layers where DGL cannot run on ``device``."""
-    if not requires_dgl(name):
-        return
-    if torch.device(device).type == "cuda":
-        try:
-            ok, reason = cuda_status(needs_dgl=True)
-        except Exception as exc:  # a DGL that is installed but broken (e.g. by a newer torch)
-            ok, reason = False, f"DGL cannot be imported ({type(exc).__name__}: {exc})"
-        if not ok:
-            pytest.skip(f"{name} runs on DGL's layers: {reason}")
-    else:
-        try:
-            import dgl  # noqa: F401
-        except Exception as exc:  # not installed, or broken by a newer torch
-            pytest.skip(f"{name} runs on DGL's layers: DGL cannot be imported ({exc})")
 
 
 def model_meta(name: str, graph: Any) -> dict[str, Any]:
@@ -144,7 +128,6 @@ def same_logits_then_train(name: str, cfg: dict[str, Any], device: str, *,
                            epochs: int = 5) -> None:
     """Same weights on the CPU and on ``device``: eval-mode logits agree to float32 precision;
     then ``train_run`` trains the ``device`` copy for ``epochs`` epochs with finite losses."""
-    skip_unless_dgl_runs_on(name, device)
     graph, x, labels, split = small_task()
     torch.manual_seed(0)
     cpu_model = build_model(name, cfg, x.shape[1], int(labels.max()) + 1,
@@ -229,7 +212,6 @@ def epoch_loop_syncs(name: str, cfg: dict[str, Any], device: str, *, epochs: int
     scores are read back once (``read_every=epochs``), after a 2-epoch warm-up (CUDA's lazy
     set-up, the caches of ``GraphOps``): ``file:line`` of every synchronizing call that torch's
     CUDA sync debug mode reports (none off CUDA)."""
-    skip_unless_dgl_runs_on(name, device)
     if name in SYNCS_BY_DESIGN:
         pytest.skip(f"{name}: {SYNCS_BY_DESIGN[name]}")
     graph, x, labels, split = small_task()
@@ -279,7 +261,7 @@ def run_experiment_on(preference: str, expected: str, monkeypatch) -> None:
            "model_cfg": {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2, "hidden": 16,
                          "attention": ATTENTION},
            "train_cfg": {"epochs": 5, "lr": 0.05}}
-    device = pick_device(preference, needs_dgl=requires_dgl(exp["model"]), who="test")
+    device = pick_device(preference, who="test")
     assert device.type == expected
     seen = []
     seed_run = experiment.seed_run
@@ -453,7 +435,7 @@ def paper_train_seconds() -> dict[str, float]:
 
 def run_benchmark(device: str, tmp_path: Path, monkeypatch, *, subset: bool) -> dict[str, Any]:
     """``python -m twirls.bench.gpu --device <device> --quick`` into ``tmp_path``; checks the
-    JSON. ``subset``: MLP, GCN, TWIRLS* and GAT only, GAT reported as skipped."""
+    JSON. ``subset``: MLP, GCN, TWIRLS* and GAT only (GAT torch-native, timed like the rest)."""
     import yaml
 
     from twirls.bench import gpu
@@ -464,8 +446,6 @@ def run_benchmark(device: str, tmp_path: Path, monkeypatch, *, subset: bool) -> 
         timing["models"] = {k: timing["models"][k] for k in ("MLP", "GCN", "TWIRLS*", "GAT")}
         (tmp_path / "params.yaml").write_text(yaml.safe_dump({"table11": timing}))
         args += ["--params", str(tmp_path / "params.yaml")]
-        monkeypatch.setattr(gpu, "_dgl_skip_reason",
-                            lambda name, dev: "DGL test skip" if requires_dgl(name) else "")
     gpu.main(args)
     report = json.loads((tmp_path / "gpu.json").read_text())
     assert not list(tmp_path.glob("*.part"))
@@ -480,10 +460,7 @@ def run_benchmark(device: str, tmp_path: Path, monkeypatch, *, subset: bool) -> 
         assert p["train_to_mlp"] == pytest.approx(paper[label] / paper["MLP"])
         assert p["train_to_gcn"] == pytest.approx(paper[label] / paper["GCN"])
         assert p["test_to_gcn"] > 0 and p["parameters"] > 0
-        if row["status"] != "timed":
-            assert row["status"] == "skipped" and row["reason"], row
-            assert row["ratios"]["train_to_mlp"] is None
-            continue
+        assert row["status"] == "timed", row
         assert len(row["train_seconds_all"]) == report["settings"]["epochs"]
         for key in ("train", "test"):
             seconds = row[f"{key}_seconds"]
@@ -496,7 +473,7 @@ def run_benchmark(device: str, tmp_path: Path, monkeypatch, *, subset: bool) -> 
             assert row["peak_memory_bytes"] > 0
     assert rows["MLP"]["ratios"]["train_to_mlp"] == pytest.approx(1.0)
     if subset:
-        assert rows["GAT"]["status"] == "skipped" and "DGL test skip" in rows["GAT"]["reason"]
+        assert set(rows) == {"MLP", "GCN", "TWIRLS*", "GAT"}
 
     mt = report["mettack"]
     assert mt["engine"] == "torch" and mt["seconds_per_flip"] > 0

@@ -2,9 +2,9 @@
 
 A fresh interpreter gets a meta-path hook that makes ``import dgl`` fail, as on a machine where
 DGL is not installed (or is installed but broken by a newer torch). It then loads every module of
-the torch-native core, trains TWIRLS (with attention) and GCN, makes fast-Mettack flips, runs
-GNNGuard, and checks that DGL was never imported; GAT, which needs DGL's layers, fails with one
-message saying what to install, and a stage building GraphSAGE exits with that one line.
+the torch-native core, trains TWIRLS (with attention), GCN, GAT and GraphSAGE (torch-native
+since DGL left the default stack), makes fast-Mettack flips, runs GNNGuard, and checks that DGL
+was never imported.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ SCRIPT = BLOCK_DGL + textwrap.dedent("""
         ("twirls", {"steps": 4, "lam": 1.0, "alpha": 1.0,
                     "attention": {"p": 0.5, "tau": 1.0, "T": 2.0, "placement": "middle"}}),
         ("gcn", {}),
+        ("gat", {"heads": 2, "hidden": 4}),
+        ("graphsage", {"hidden": 16}),
     ]:
         model = build_model(name, model_cfg, 8, 3, num_nodes=n)
         scores[name] = train_run(model, ops, x, labels, split, cfg, seed=0).test
@@ -74,27 +76,8 @@ SCRIPT = BLOCK_DGL + textwrap.dedent("""
     attack.attack(3, progress=False)
     guard = gnnguard.fit_evaluate("gnnguard", adj, feats, y, split, 0, "cpu", epochs=5)
 
-    try:
-        build_model("gat", None, 8, 3)
-        gat_error = ""
-    except ImportError as exc:
-        gat_error = str(exc)
-
-    import contextlib, io
-    from twirls.stages.skeleton import entry
-
-    @entry
-    def stage(argv=None):  # a stage that builds a model on DGL's layers
-        build_model("graphsage", None, 8, 3)
-        return 0
-
-    stderr = io.StringIO()
-    with contextlib.redirect_stderr(stderr):
-        stage_exit = stage([])
     print(json.dumps({"dgl_imported": "dgl" in sys.modules, "skipped": skipped,
-                      "scores": scores, "flips": attack.flips, "guard": guard.test_acc,
-                      "gat_error": gat_error, "stage_exit": stage_exit,
-                      "stage_stderr": stderr.getvalue()}))
+                      "scores": scores, "flips": attack.flips, "guard": guard.test_acc}))
 """)
 
 
@@ -109,9 +92,4 @@ def test_core_trains_and_attacks_without_dgl():
     assert all(0.0 <= s <= 1.0 for s in out["scores"].values())
     assert len(out["flips"]) == 3 and all(i < j for i, j in out["flips"])
     assert 0.0 <= out["guard"] <= 1.0
-    assert "GAT runs on DGL's layers" in out["gat_error"]
-    assert "requirements.txt" in out["gat_error"]
-    # in a stage: exit 1 and one line, not a traceback
-    assert out["stage_exit"] == 1
-    assert out["stage_stderr"].startswith("error: ") and out["stage_stderr"].count("\n") == 1
-    assert "GraphSAGE runs on DGL's layers" in out["stage_stderr"]
+    assert set(out["scores"]) == {"twirls", "gcn", "gat", "graphsage"}

@@ -14,7 +14,6 @@ from requires import needs
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not MIRROR.is_dir(), reason=f"no offline mirror at {MIRROR}"),
               needs("dvc", "the dvc CLI runs the pipeline"),
-              needs("dgl", "the smoke profile's timing stage times GAT, on DGL's layers"),
               needs("deeprobust", "the smoke profile's robust stage trains DeepRobust's "
                     "GCN-Jaccard")]
 

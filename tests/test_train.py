@@ -23,8 +23,6 @@ from twirls.train import (
 )
 from twirls.train.device import cuda_status
 
-from requires import needs
-
 
 def easy_dataset(seed: int = 0, n: int = 150, classes: int = 3, d: int = 16):
     """Homophilous graph, noisy class-mean features: every sensible model should learn it."""
@@ -212,54 +210,18 @@ def test_train_config_and_device_errors():
         assert reason
 
 
-@needs("dgl", "the real DGL 2.1.0 from PyPI, built without CUDA")
-def test_auto_picks_cuda_for_torch_native_models_with_pypi_dgl(monkeypatch, capsys):
-    """A GPU with PyPI's CPU-only DGL: torch-native models go to CUDA, GAT/GraphSAGE stay on the
-    CPU with one line saying why, and an explicit `cuda` for them is one clear error."""
-    from twirls.train import device as dev
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(dev, "gpu_arch_status", lambda: (True, ""))  # a GPU torch supports
-    dev.dgl_cuda_status.cache_clear()
-    try:
-        ok, reason = dev.dgl_cuda_status()  # the real DGL 2.1.0 from PyPI: no CUDA
-        assert not ok and "built without CUDA" in reason
-        assert pick_device("auto") == torch.device("cuda")
-        assert pick_device("auto", needs_dgl=False, who="train@x") == torch.device("cuda")
-        assert capsys.readouterr().err == ""
-        assert pick_device("auto", needs_dgl=True, who="train@texas-gat") == torch.device("cpu")
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "train@texas-gat: runs on the CPU" in err
-        assert "built without CUDA" in err
-        with pytest.raises(RuntimeError, match="train@texas-gat: device 'cuda' was requested"):
-            pick_device("cuda", needs_dgl=True, who="train@texas-gat")
-        assert pick_device("cuda:0") == torch.device("cuda:0")
-    finally:
-        dev.dgl_cuda_status.cache_clear()
-
-
-def test_auto_without_dgl_keeps_only_gat_and_graphsage_on_the_cpu(monkeypatch, capsys):
-    """A GPU and no DGL at all (the current stack): torch-native models go to CUDA, GAT/GraphSAGE
-    stay on the CPU with one line saying that DGL is not installed."""
+def test_auto_picks_cuda_for_every_model_family(monkeypatch, capsys):
+    """A GPU torch supports: every stage goes to CUDA (GAT and GraphSAGE too, torch-native),
+    silently, with or without DGL installed."""
     from twirls.train import device as dev
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(dev, "gpu_arch_status", lambda: (True, ""))  # a GPU torch supports
     monkeypatch.setitem(sys.modules, "dgl", None)  # `import dgl` raises ImportError
-    dev.dgl_cuda_status.cache_clear()
-    try:
-        ok, reason = dev.dgl_cuda_status()
-        assert not ok and "DGL is not installed" in reason
-        assert pick_device("auto", needs_dgl=False, who="train@x") == torch.device("cuda")
-        assert capsys.readouterr().err == ""
-        assert pick_device("auto", needs_dgl=True, who="train@texas-gat") == torch.device("cpu")
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "train@texas-gat: runs on the CPU" in err
-        assert "DGL is not installed" in err
-        with pytest.raises(RuntimeError, match="train@texas-gat: device 'cuda' was requested"):
-            pick_device("cuda", needs_dgl=True, who="train@texas-gat")
-    finally:
-        dev.dgl_cuda_status.cache_clear()
+    assert pick_device("auto", who="train@texas-gat") == torch.device("cuda")
+    assert pick_device("cuda", who="train@texas-graphsage") == torch.device("cuda")
+    assert pick_device("cuda:0") == torch.device("cuda:0")
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize(("capability", "arches", "ok"), [
@@ -278,7 +240,7 @@ def test_kernels_for_a_gpu_follow_cudas_compatibility_rules(capability, arches, 
 
 
 def test_the_installed_torch_runs_on_its_own_architectures_and_not_past_them():
-    """On the build's own list (the pinned torch 2.2.1 has sm_50 ... sm_90, no PTX)."""
+    """On the build's own list (torch 2.2.1 has sm_50 ... sm_90, no PTX; 2.15 sm_75 ... sm_120)."""
     from twirls.train.device import has_kernels_for
 
     flags = getattr(torch._C, "_cuda_getArchFlags", lambda: "")().split()
@@ -291,8 +253,8 @@ def test_the_installed_torch_runs_on_its_own_architectures_and_not_past_them():
 
 
 def test_a_gpu_this_torch_has_no_kernels_for_counts_as_no_gpu(monkeypatch, capsys):
-    """The pinned torch 2.2.1 on a Blackwell GPU: `auto` uses the CPU with one line saying why
-    (not DGL's fault), `cuda` is one clear error, instead of a failure at the first kernel."""
+    """The reference stack's torch 2.2.1 on a Blackwell GPU: `auto` uses the CPU with one line
+    saying why, `cuda` is one clear error, instead of a failure at the first kernel."""
     from twirls.train import device as dev
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -305,19 +267,19 @@ def test_a_gpu_this_torch_has_no_kernels_for_counts_as_no_gpu(monkeypatch, capsy
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("train@cora-gcn: runs on the CPU")
         assert "has no kernels for the GPU NVIDIA RTX PRO 6000 (compute capability 12.0" in err
-        assert "a torch build with kernels for this GPU fixes this" in err
+        assert "A torch build with kernels for this GPU fixes this" in err
         with pytest.raises(RuntimeError, match="'cuda' was requested but this torch .* no kernels"):
             pick_device("cuda", who="train@cora-gcn")
     finally:
         dev.gpu_arch_status.cache_clear()
 
 
-def test_models_that_need_dgl_are_flagged():
-    from twirls.models import MODELS, requires_dgl
+def test_an_unknown_model_is_one_named_error():
+    from twirls.train.experiment import check_model
 
-    assert {name for name in MODELS if requires_dgl(name)} == {"gat", "graphsage"}
-    with pytest.raises(KeyError, match="unknown model 'twirlz'"):
-        requires_dgl("twirlz")
+    check_model({"model": "gat"}, "table3@texas-gat")
+    with pytest.raises(ValueError, match="table3@x: unknown model 'twirlz'; known: "):
+        check_model({"model": "twirlz"}, "table3@x")
 
 
 def test_stage_device_error_is_one_line():

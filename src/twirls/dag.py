@@ -156,7 +156,10 @@ def closure(module: str) -> set[Path]:
 
 
 def tracked_files(folder: Path) -> set[Path]:
-    """The files DVC hashes for a directory dependency (``.dvcignore``: no caches)."""
+    """The files DVC hashes for a dependency: the file, or a directory's files (``.dvcignore``:
+    no caches)."""
+    if (REPO / folder).is_file():
+        return {Path(folder)}
     return {p.relative_to(REPO) for p in (REPO / folder).rglob("*")
             if p.is_file() and not SKIP_PARTS & set(p.parts) and p.suffix != ".pyc"}
 

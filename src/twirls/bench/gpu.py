@@ -5,7 +5,7 @@
 writes one JSON file (atomically: a temporary file, then a rename) with
 
 * ``device``: the device's name (``torch.cuda.get_device_name``), its memory, the torch / CUDA /
-  cuDNN versions and whether DGL is installed (and built with CUDA);
+  cuDNN / Python / numpy versions;
 * ``epoch_time``: seconds per training epoch (forward + loss + backward + Adam step, full batch) and
   per test pass (one no-grad eval-mode forward) of the ten models of the paper's Table 11,
   configured as in ``params/table11.yaml`` (``table11.models``, ~351k parameters each), on a random
@@ -14,8 +14,7 @@ writes one JSON file (atomically: a temporary file, then a rename) with
   rounds (one epoch of each model per round, after warm-up epochs), every sample kept, with the peak
   GPU memory of each model's warm-up epochs. Each model's times are divided by MLP's and by GCN's,
   next to the same ratios of the paper's T4 times (``src/twirls/reports/paper_numbers.csv``, table
-  ``running-time``): absolute seconds on another GPU do not compare, ratios do. Models on DGL's
-  layers (GAT) are reported as skipped, with the reason, when DGL cannot run on the device;
+  ``running-time``): absolute seconds on another GPU do not compare, ratios do;
 * ``mettack``: seconds per flip of the fast Mettack (:class:`twirls.attack.metattack.Metattack`,
   ``engine="torch"``: every product on the device) on nettack-Cora (``cora.npz`` found in
   ``--cora-raw``, ``data/raw/nettack-cora``, ``$TWIRLS_DATA_MIRROR`` or ``../shared/datasets``,
@@ -27,15 +26,13 @@ writes one JSON file (atomically: a temporary file, then a rename) with
 ``--quick`` shrinks every part (a 1,000-node graph for the models, two timed epochs; two flips
 on a random graph of an eighth of Cora's sizes) so that the whole benchmark runs on a CPU in
 under a minute (``--device cpu --quick``: a smoke test of the same code, only the device
-differs). Needs neither DVC nor DGL nor DeepRobust.
+differs). Needs neither DVC nor DeepRobust.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import importlib.metadata
-import importlib.util
 import json
 import os
 import platform
@@ -52,8 +49,8 @@ import scipy.sparse as sp
 import torch
 import yaml
 
-from twirls.models import GraphOps, build_model, requires_dgl
-from twirls.train.device import cuda_status, pick_device
+from twirls.models import GraphOps, build_model
+from twirls.train.device import pick_device
 from twirls.train.timing import ARXIV, EpochTimer, count_parameters, random_task, time_round_robin
 
 REPO = Path(__file__).resolve().parents[3]
@@ -107,7 +104,6 @@ def device_info(device: torch.device) -> dict[str, Any]:
         "type": device.type, "torch": torch.__version__, "cuda": torch.version.cuda,
         "python": platform.python_version(), "numpy": np.__version__,
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        "dgl": _dgl_version(),
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
@@ -120,14 +116,6 @@ def device_info(device: torch.device) -> dict[str, Any]:
                     torch_threads=torch.get_num_threads())
     return info
 
-
-def _dgl_version() -> str:
-    if importlib.util.find_spec("dgl") is None:
-        return "not installed"
-    try:
-        return importlib.metadata.version("dgl")
-    except importlib.metadata.PackageNotFoundError:
-        return "installed (version unknown)"
 
 
 def _cpu_name() -> str:
@@ -166,17 +154,6 @@ def _peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def _dgl_skip_reason(name: str, device: torch.device) -> str:
-    """Why model ``name`` cannot run on ``device`` ("" if it can, as far as we can tell)."""
-    if not requires_dgl(name) or device.type != "cuda":
-        return ""
-    try:
-        ok, reason = cuda_status(needs_dgl=True)
-    except Exception as exc:  # a DGL that is installed but broken (e.g. by a newer torch)
-        ok, reason = False, f"DGL cannot be imported ({type(exc).__name__}: {exc})"
-    return "" if ok else f"needs DGL's layers on CUDA, but {reason}"
-
-
 # ----------------------------------------------------------------------------- epoch time
 def time_models(models: dict[str, dict[str, Any]], sizes: dict[str, int], device: torch.device,
                 *, epochs: int, warmup: int, test_epochs: int, lr: float,
@@ -197,19 +174,9 @@ def time_models(models: dict[str, dict[str, Any]], sizes: dict[str, int], device
         row: dict[str, Any] = {"model": label, "name": spec["model"],
                                "config": spec.get("model_cfg") or {}}
         rows[label] = row
-        reason = _dgl_skip_reason(spec["model"], device)
-        if reason:
-            row.update(status="skipped", reason=reason)
-            log(f"{label}: skipped ({reason})")
-            continue
-        try:
-            torch.manual_seed(0)
-            model = build_model(spec["model"], spec.get("model_cfg"), x.shape[1], classes,
-                                num_nodes=g.num_nodes()).to(device)
-        except ImportError as exc:  # DGL's layers without DGL
-            row.update(status="skipped", reason=str(exc).splitlines()[0])
-            log(f"{label}: skipped ({row['reason']})")
-            continue
+        torch.manual_seed(0)
+        model = build_model(spec["model"], spec.get("model_cfg"), x.shape[1], classes,
+                            num_nodes=g.num_nodes()).to(device)
         timer = EpochTimer(label, model, lambda m=model: m(ops, x), labels, train, lr=lr,
                            weight_decay=0.0)
         before = _reset_peak(device)

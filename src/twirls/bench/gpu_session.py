@@ -24,8 +24,7 @@ process whose time limit is what is left of ``--deadline`` (at most its own cap)
    per run: ``DIR/gpu-stages.json``;
 5. ``rehearsal``: ``python -m twirls.rehearsal.run --deadline <what is left>`` on the full-size
    generated files, the stages in :data:`PRIORITY` order (the ogbn-arxiv stages first: on a
-   CPU they take days): ``DIR/rehearsal-gpu.json``. Stages on DGL's layers (``figure3[GAT]``,
-   ``table11``) are added only where DGL can be imported.
+   CPU they take days): ``DIR/rehearsal-gpu.json``.
 
 A step that fails or runs out of time does not stop the next one. After every step
 ``DIR/gpu-session.json`` (the machine, and per step its command, status, seconds, limit, exit
@@ -42,7 +41,6 @@ check this module.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import os
 import shutil
@@ -69,8 +67,8 @@ MIN_STEP_SECONDS = 15.0  # a step with less time left is recorded as out of time
 MIN_DEADLINE = RESERVE_SECONDS + MIN_STEP_SECONDS
 #: the rehearsal's stages (``--only`` substrings), most wanted first
 PRIORITY = ("table2@ogbn-arxiv-", "figure3[TWIRLS", "figure3[IGNN", "figure3[GCN",
-            "figure3[SGC", "table12", "table2@pubmed-", "table10@", "table5[")
-NEEDS_DGL = ("figure3[GAT", "table11")
+            "figure3[SGC", "figure3[GAT", "table12", "table2@pubmed-", "table10@", "table11",
+            "table5[")
 FILES = {"tests": ("gpu-tests.json", "gpu-tests.xml"), "bench": ("gpu.json",), "dvc": (),
          "stages": ("gpu-stages.json",), "rehearsal": ("rehearsal-gpu.json",)}
 RECORD, LOG = "gpu-session.json", "gpu-session.log"
@@ -199,20 +197,19 @@ def junit_outcomes(path: Path) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- the record
 def machine() -> dict[str, Any]:
     """The rehearsal's machine record (:func:`twirls.rehearsal.run.machine_info`: Python, torch,
-    CPU, memory, ``cuda_status``, the GPU's name), with torch's CUDA version, ``nvidia-smi -L``
-    and whether DGL is installed."""
+    CPU, memory, ``cuda_status``, the GPU's name), with torch's CUDA version and
+    ``nvidia-smi -L``."""
     import torch
 
     info = {**machine_info(), "torch_cuda": torch.version.cuda}
     if shutil.which("nvidia-smi"):
         proc = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
         info["nvidia_smi"] = proc.stdout.strip() or proc.stderr.strip()
-    info["dgl"] = importlib.util.find_spec("dgl") is not None
     return info
 
 
 # ----------------------------------------------------------------------------- the steps
-def commands(args: argparse.Namespace, out: Path, dgl: bool) -> dict[str, list[str]]:
+def commands(args: argparse.Namespace, out: Path) -> dict[str, list[str]]:
     """The child command of each step but ``dvc``."""
     py = sys.executable
     tests = [py, "-m", "pytest", "-m", "gpu", "-rs", "-q", "-p", "no:cacheprovider",
@@ -221,7 +218,7 @@ def commands(args: argparse.Namespace, out: Path, dgl: bool) -> dict[str, list[s
              "--out", str(out / "gpu.json"), *(["--quick"] if args.quick else [])]
     stages = [py, "-m", "twirls.bench.gpu_stages", "--out", str(out / "gpu-stages.json"),
               "--skip-done", *[a for s in args.stage for a in ("--stage", s)]]
-    only = args.only or [*PRIORITY, *(NEEDS_DGL if dgl else ())]
+    only = args.only or list(PRIORITY)
     rehearsal = [py, "-m", "twirls.rehearsal.run", "--repo", str(REPO),
                  "--data", str(args.data), "--out", str(out / "rehearsal-gpu.json"),
                  "--scale", str(args.scale), "--budgets", args.budgets,
@@ -245,14 +242,14 @@ def run_session(args: argparse.Namespace) -> dict[str, Any]:
     try:
         info = machine()
     except Exception as exc:  # a broken torch or driver: the steps say more
-        info = {"error": f"{type(exc).__name__}: {exc}", "dgl": False}
+        info = {"error": f"{type(exc).__name__}: {exc}"}
     record: dict[str, Any] = {
         **report_head("one call's GPU measurements: tests, benchmark, real stages, large-data "
                       "rehearsal", "twirls.bench.gpu_session", args.argv),
         "deadline_seconds": args.deadline, "machine": info, "steps": []}
     site = Path(tempfile.gettempdir()) / "twirls-device-site"
     env = child_env()
-    argvs = commands(args, out, info["dgl"])
+    argvs = commands(args, out)
     needs_dvc = any(s in args.steps for s in ("stages", "rehearsal"))
     for name in STEPS:
         left = deadline_at - time.perf_counter() - RESERVE_SECONDS

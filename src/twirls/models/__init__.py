@@ -61,14 +61,6 @@ MODELS: dict[str, Any] = {
 }
 
 
-def requires_dgl(name: str) -> bool:
-    """Whether model ``name`` runs on DGL's layers (GAT, GraphSAGE): CUDA then needs DGL's CUDA
-    build (``twirls.train.device.pick_device(needs_dgl=...)``)."""
-    if name not in MODELS:
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
-    return bool(getattr(MODELS[name], "requires_dgl", False))
-
-
 def build_model(name: str, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: int,
                 num_nodes: int | None = None, **meta: Any) -> nn.Module:
     """``MODELS[name].from_config(cfg, in_dim, out_dim, num_nodes, **meta)``; ``meta``: the
@@ -96,4 +88,4 @@ def build_model(name: str, cfg: Mapping[str, Any] | None, in_dim: int, out_dim: 
 
 
 __all__ = ["APPNP", "GCN", "MLP", "MODELS", "SGC", "TWIRLS", "GraphOps", "NodeTable",
-           "SparseMatrix", "TWIRLSClosedForm", "build_model", "requires_dgl"]
+           "SparseMatrix", "TWIRLSClosedForm", "build_model"]

@@ -146,7 +146,7 @@ def machine_info() -> dict[str, Any]:
 def report_head(what: str, module: str, argv: list[str]) -> dict[str, Any]:
     """The first keys of a measurement's JSON: what it is, the command that wrote it, when."""
     return {"what": what, "command": " ".join([f"python -m {module}", *argv]),
-            "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            "started_utc": datetime.datetime.now(datetime.UTC).isoformat(
                 timespec="seconds")}
 
 
@@ -460,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
                             "twirls/rehearsal/estimate.py gives the extrapolation. "
                             "estimated_cpu_* count CPU seconds, which other jobs on the shared "
                             "machine do not inflate (= idle wall time for 1-thread stages)"),
-            "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            "started_utc": datetime.datetime.now(datetime.UTC).isoformat(
                 timespec="seconds"),
             "machine": machine_info(),
             "generation": {"seconds": round(time.perf_counter() - gen_start, 1),

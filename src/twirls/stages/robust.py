@@ -43,7 +43,7 @@ from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.stages.skeleton import StageOutputs, entry, open_stage
 from twirls.train.device import stage_device
-from twirls.train.experiment import cells_for, experiment_runs, model_needs_dgl
+from twirls.train.experiment import cells_for, check_model, experiment_runs
 from twirls.train.loop import RunResult, SeedsResult
 from twirls.train.parallel import resolve_jobs, run_all
 
@@ -155,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attacked", type=Path, default=Path("data/attacked"))
     args = parser.parse_args(argv)
     stage, out, entries, params = stage_entries(args)
-    needs_dgl = any("model" in e and model_needs_dgl(e, stage) for e in entries.values())
-    device = stage_device(params["device"], needs_dgl=needs_dgl, who=stage)
+    for e in entries.values():
+        if "model" in e:
+            check_model(e, stage)
+    device = stage_device(params["device"], who=stage)
     jobs = resolve_jobs(params["jobs"], device)
 
     graphs: dict[str, GraphData | str] = {}  # graph -> data, or the reason it is unavailable

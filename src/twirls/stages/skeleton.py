@@ -95,9 +95,8 @@ def open_stage(stage: str) -> dict[str, Any]:
 
 
 def entry(stage_main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
-    """Wrap a stage's ``main``: a user-facing error (a bad value, a damaged dataset, a model
-    that needs DGL where DGL is missing) becomes one line on stderr and exit 1."""
-    from twirls.compat import DGLUnavailable
+    """Wrap a stage's ``main``: a user-facing error (a bad value, a damaged dataset) becomes one
+    line on stderr and exit 1."""
     from twirls.data.registry import DatasetDamaged
 
     module = stage_main.__module__
@@ -109,7 +108,7 @@ def entry(stage_main: Callable[[list[str] | None], int]) -> Callable[[list[str] 
     def run(argv: list[str] | None = None) -> int:
         try:
             return stage_main(argv)
-        except (ValueError, DatasetDamaged, DGLUnavailable) as exc:
+        except (ValueError, DatasetDamaged) as exc:
             print(f"error: {name}: {exc}", file=sys.stderr)
             return 1
 

@@ -39,7 +39,7 @@ from twirls.reports.sweep_figure import plot_sweep
 from twirls.reports.sweep_points import paper_points
 from twirls.stages.skeleton import StageOutputs, entry, open_stage
 from twirls.train.device import stage_device
-from twirls.train.experiment import experiment_runs, metric_name, model_needs_dgl
+from twirls.train.experiment import check_model, experiment_runs, metric_name
 from twirls.train.loop import SeedsResult
 from twirls.train.parallel import resolve_jobs, run_all
 
@@ -59,10 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     params = open_stage(name)
     sweep = params[name]
     seeds = int(sweep.get("seeds", params["train"]["seeds"]))
-    devices = {curve: stage_device(params["device"],
-                                   needs_dgl=model_needs_dgl(spec, f"{name} {curve}"),
-                                   who=f"{name} {curve}")
-               for curve, spec in sweep["curves"].items()}
+    for curve, spec in sweep["curves"].items():
+        check_model(spec, f"{name} {curve}")
+    devices = {curve: stage_device(params["device"], who=f"{name} {curve}")
+               for curve in sweep["curves"]}
     jobs = min(resolve_jobs(params["jobs"], d) for d in devices.values())
 
     cells: list[Cell] = []

@@ -37,7 +37,7 @@ from twirls.models import GraphOps, build_model
 from twirls.reports.results import Cell, write_cells
 from twirls.stages.skeleton import entry, open_stage, raw_out_parser
 from twirls.train.device import stage_device
-from twirls.train.experiment import model_needs_dgl
+from twirls.train.experiment import check_model
 from twirls.train.outputs import write_json
 from twirls.train.timing import EpochTimer, count_parameters, random_task, time_round_robin
 
@@ -67,23 +67,14 @@ def timing_cells(timers: list[EpochTimer], devices: dict[str, str], graph_desc: 
                  threads: int) -> list[Cell]:
     """Table 11's cells: median seconds per training epoch and per test pass, and parameters.
 
-    The paper's claim is each model's time relative to MLP's and GCN's on one device. With
-    ``device: auto`` on a GPU and a DGL built without CUDA, GAT and GraphSAGE are timed on the
-    CPU beside the others on the GPU; their seconds are then ``stand-in`` cells (never judged
-    against the paper), with a note saying why."""
-    gpus = sorted({d for d in devices.values() if d != "cpu"})
+    The paper's claim is each model's time relative to MLP's and GCN's on one device: every
+    model is timed on the same one."""
     cells = []
     for timer in timers:
         note = f"{graph_desc}; {devices[timer.name]} ({threads} threads); median over epochs"
-        status = ""
-        if gpus and devices[timer.name] == "cpu":
-            status = "stand-in"
-            note += (f"; timed on the CPU while the other models ran on {', '.join(gpus)} "
-                     "(this DGL has no CUDA), so its times do not compare with theirs")
         for metric, samples in (("train_seconds", timer.train_s), ("test_seconds", timer.test_s)):
             cells.append(Cell(TABLE, DATASET, timer.name, metric, statistics.median(samples),
-                              statistics.pstdev(samples), len(samples), status=status,
-                              note=note))
+                              statistics.pstdev(samples), len(samples), note=note))
         cells.append(Cell(TABLE, DATASET, timer.name, "parameters",
                           float(count_parameters(timer.model)), None, 1, note=note))
     return cells
@@ -99,15 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(threads if threads > 0 else max(1, os.cpu_count() or 1))
 
     g, x_cpu, labels_cpu, train_cpu, graph_desc = timing_graph(cfg, args.raw)
-    on_device: dict[torch.device, tuple] = {}  # the graph and tensors, once per device used
+    for label, spec in cfg["models"].items():
+        check_model(spec, f"table11.models.{label}")
+    device = stage_device(params["device"], who="table11")
+    ops, x, labels, train = (GraphOps.from_graph(g, device=device), x_cpu.to(device),
+                             labels_cpu.to(device), train_cpu.to(device))
     timers, devices = [], {}
     for label, spec in cfg["models"].items():
-        needs_dgl = model_needs_dgl(spec, f"table11.models.{label}")
-        device = stage_device(params["device"], needs_dgl=needs_dgl, who=f"table11 {label}")
-        if device not in on_device:
-            on_device[device] = (GraphOps.from_graph(g, device=device), x_cpu.to(device),
-                                 labels_cpu.to(device), train_cpu.to(device))
-        ops, x, labels, train = on_device[device]
         torch.manual_seed(0)
         try:
             model = build_model(spec["model"], spec.get("model_cfg"), x.shape[1],

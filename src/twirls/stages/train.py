@@ -30,7 +30,7 @@ from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
 from twirls.train.checkpoint import keeps_weights
 from twirls.train.device import stage_device
-from twirls.train.experiment import cells_for, metric_name, model_needs_dgl, run_experiment
+from twirls.train.experiment import cells_for, check_model, metric_name, run_experiment
 from twirls.train.parallel import resolve_jobs
 
 
@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     params = open_stage(stage)
     exp = train_entry(params[args.group][args.name])
     seeds = int(exp.get("seeds", params["train"]["seeds"]))
-    device = stage_device(params["device"], needs_dgl=model_needs_dgl(exp, stage), who=stage)
+    check_model(exp, stage)
+    device = stage_device(params["device"], who=stage)
     jobs = resolve_jobs(params["jobs"], device)
     out = StageOutputs(args.group, args.name, args.out)
 

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from twirls.data.graph import GraphData
-from twirls.models import MODELS, GraphOps, build_model, requires_dgl
+from twirls.models import MODELS, GraphOps, build_model
 from twirls.reports.results import Cell
 from twirls.train.loop import RunResult, SeedsResult, TrainConfig, seed_model_run, seed_run
 from twirls.train.parallel import run_all
@@ -48,13 +48,10 @@ def prepare_features(features: torch.Tensor, exp: dict[str, Any]) -> torch.Tenso
     return features / features.sum(1, keepdim=True).clamp(min=1e-12)
 
 
-def model_needs_dgl(exp: dict[str, Any], where: str) -> bool:
-    """Whether the experiment's model runs on DGL's layers (see ``train.device``); an unknown
-    model name is a ``ValueError`` naming the entry."""
-    try:
-        return requires_dgl(exp["model"])
-    except KeyError as exc:
-        raise ValueError(f"{where}: {exc.args[0]}") from None
+def check_model(exp: dict[str, Any], where: str) -> None:
+    """An unknown model name is a ``ValueError`` naming the entry (before anything runs)."""
+    if exp["model"] not in MODELS:
+        raise ValueError(f"{where}: unknown model {exp['model']!r}; known: {', '.join(MODELS)}")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,4 @@
-"""GraphSAGE (Hamilton et al., NeurIPS 2017), full batch with the mean aggregator: DGL's
-``SAGEConv``.
+"""GraphSAGE (Hamilton et al., NeurIPS 2017), full batch with the mean aggregator.
 
 Architecture (GraphSAGE paper, Algorithm 1 with the "mean" aggregator, as DGL implements it)::
 
@@ -9,6 +8,12 @@ Architecture (GraphSAGE paper, Algorithm 1 with the "mean" aggregator, as DGL im
 Keeping the node's own representation apart from its neighbours' (``W_self`` vs ``W_neigh``)
 is what H2GCN credits for GraphSAGE's strength on heterophily graphs (the paper's Table 3
 quotes GraphSAGE from there). Dropout acts on every layer's input (``feat_drop``).
+
+:class:`SAGEConv` is torch-native on :class:`~twirls.models.graph_ops.GraphOps` (no DGL): DGL
+2.1's ``dgl.nn.SAGEConv(..., "mean")``, which our committed GraphSAGE numbers were computed
+with, operation for operation: the same parameters and initialisation, the same order of the
+linear map and the mean (the narrower side first), 0 for a node without neighbours, the same
+outputs to float32 rounding (``tests/test_gat_sage.py``, against DGL in ``make test-reference``).
 """
 
 from __future__ import annotations
@@ -20,10 +25,55 @@ from typing import Any, ClassVar
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from twirls.compat import import_dgl_nn
 from twirls.models.config import ModelConfig, check, check_rates
-from twirls.models.graph_ops import GraphOps
+from twirls.models.graph_ops import GraphOps, SparseMatrix
 from twirls.models.layers import is_sparse
+
+
+def mean_matrix(ops: GraphOps) -> SparseMatrix:
+    """``M h`` = the mean of ``h`` over each node's neighbours (no self-loop; 0 without any):
+    ``M_ij = 1 / deg(i)`` on the edges of ``A``, 0 on the diagonal of the pattern (cached)."""
+
+    def build() -> SparseMatrix:
+        inv = 1.0 / ops.deg.clamp(min=1.0)
+        return ops.matrix(inv.index_select(0, ops.dst), 0.0)
+
+    return ops.cached(("neighbour_mean", ops.dtype), build)
+
+
+class SAGEConv(nn.Module):
+    r"""One GraphSAGE layer with the mean aggregator.
+
+    .. math::
+        h_i' = W_{self}\,\mathrm{drop}(h)_i + W_{neigh}\,
+               \frac{1}{|N(i)|} \sum_{j \in N(i)} \mathrm{drop}(h)_j + b
+
+    Parameters (named as in DGL): ``fc_neigh.weight`` ``(out, in)``, ``fc_self.weight`` and
+    ``fc_self.bias``; the weights Xavier-uniform with ReLU's gain, the bias as ``nn.Linear``'s.
+
+    Shapes: ``forward(ops, h)``: ``(n, in_dim) → (n, out_dim)``.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, *, feat_drop: float = 0.0) -> None:
+        super().__init__()
+        self.feat_drop = nn.Dropout(feat_drop)
+        self.fc_neigh = nn.Linear(in_dim, out_dim, bias=False)
+        self.fc_self = nn.Linear(in_dim, out_dim)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        gain = nn.init.calculate_gain("relu")
+        nn.init.xavier_uniform_(self.fc_self.weight, gain=gain)
+        nn.init.xavier_uniform_(self.fc_neigh.weight, gain=gain)
+
+    def forward(self, ops: GraphOps, h: Tensor) -> Tensor:
+        h = self.feat_drop(h)
+        mean = mean_matrix(ops)
+        if self.fc_neigh.in_features > self.fc_neigh.out_features:  # map first, then average
+            neigh = mean @ self.fc_neigh(h)
+        else:
+            neigh = self.fc_neigh(mean @ h)
+        return self.fc_self(h) + neigh
 
 
 @dataclass(frozen=True)
@@ -43,17 +93,14 @@ class GraphSAGE(nn.Module):
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
-    requires_dgl = True  # DGL's SAGEConv kernels: CUDA only with a CUDA build of DGL
-
     def __init__(self, in_dim: int, out_dim: int, cfg: GraphSAGEConfig | None = None) -> None:
         super().__init__()
         cfg = cfg or GraphSAGEConfig()
         check(isinstance(cfg.layers, int) and cfg.layers >= 1, "GraphSAGE",
               f"layers must be an integer >= 1, got {cfg.layers!r}")
         check_rates("GraphSAGE", dropout=cfg.dropout)
-        SAGEConv = import_dgl_nn("GraphSAGE").SAGEConv
         widths = [in_dim] + [cfg.hidden] * (cfg.layers - 1) + [out_dim]
-        self.convs = nn.ModuleList(SAGEConv(a, b, "mean", feat_drop=cfg.dropout)
+        self.convs = nn.ModuleList(SAGEConv(a, b, feat_drop=cfg.dropout)
                                    for a, b in zip(widths[:-1], widths[1:], strict=True))
 
     @classmethod
@@ -62,10 +109,9 @@ class GraphSAGE(nn.Module):
         return cls(in_dim, out_dim, GraphSAGEConfig.from_mapping(cfg))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
-        g = ops.dgl_graph(self_loops=False)
         h = x.to_dense() if is_sparse(x) else x
         for k, conv in enumerate(self.convs):
-            h = conv(g, h)
+            h = conv(ops, h)
             if k < len(self.convs) - 1:
                 h = F.relu(h)
         return h
