@@ -20,6 +20,7 @@ from twirls.reports.render import EXTRA_TABLES
 from twirls.reports.results import read_paper
 
 from fixtures import REPO
+from requires import needs
 
 PARAMS = read_all(REPO)
 
@@ -175,3 +176,18 @@ def test_check_params_stage_fails_fast_with_one_line_and_no_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "twirls.stages.check_params", "--params",
                            str(good), "--out", str(out)], capture_output=True, text=True)
     assert proc.returncode == 0 and out.exists(), proc.stderr
+
+
+@needs("dvc", "DVC's own YAML dumper, which `dvc exp run -S` writes params files with")
+@pytest.mark.parametrize("path", ["params.yaml", *sorted(
+    f"params/{p.name}" for p in (REPO / "params").glob("*.yaml"))])
+def test_params_files_are_written_as_dvc_writes_them(path):
+    """`-S key=value` makes DVC load a params file and dump it back: a file not already in that
+    form changes bytes (flow lists rewrapped) though no value changed, so `-S` with the current
+    value still reruns stages and leaves params.yaml modified. Each file is a fixed point."""
+    from dvc.utils.serialize._yaml import dumps_yaml, parse_yaml_for_update
+
+    text = (REPO / path).read_text()
+    assert dumps_yaml(parse_yaml_for_update(text, path)) == text, (
+        f"{path} is not in DVC's YAML form; rewrite it with dvc.utils.serialize's "
+        "dumps_yaml(parse_yaml_for_update(...))")
