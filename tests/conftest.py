@@ -3,6 +3,13 @@ that needs DGL is marked ``reference`` (``make test-reference`` runs them on the
 requirements-reference.txt)."""
 
 import os
+from pathlib import Path
+
+# A relative $TWIRLS_DATA_MIRROR (the README's `../shared/datasets`) means relative to where
+# pytest was started: resolved once, here, before any test module reads it, so that tests that
+# work in temporary folders or start stages there get the same folder.
+if os.environ.get("TWIRLS_DATA_MIRROR"):
+    os.environ["TWIRLS_DATA_MIRROR"] = str(Path(os.environ["TWIRLS_DATA_MIRROR"]).resolve())
 
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb asks PyPI for newer versions on import

@@ -10,7 +10,6 @@ single-threaded (the CI box is shared; OpenMP threads fighting over 2 cores made
 from __future__ import annotations
 
 import math
-import os
 import random
 import warnings
 from pathlib import Path
@@ -29,10 +28,9 @@ from twirls.defenses import fit_evaluate, fit_predict
 from twirls.defenses.common import seeded
 from twirls.defenses.gnnguard import GuardedGCNConv, edge_lists, guard_weights
 
+from fixtures import MIRROR
 from requires import needs_deeprobust
 
-REPO = Path(__file__).resolve().parents[1]
-MIRROR = Path(os.environ.get("TWIRLS_DATA_MIRROR", REPO.parent / "shared" / "datasets"))
 #: Pro-GNN's 20% Cora graph, k = 15: the node whose low-rank degree is negative (see the
 #: docstring of ``twirls.defenses.deeprobust_models``).
 NEGATIVE_DEGREE_NODE = 1838

@@ -3,7 +3,6 @@ relation files' loader, the model's config and its end-to-end use through ``meta
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,7 @@ from twirls.models.baselines.geom_gcn import (
 )
 from twirls.train.loop import TrainConfig, train_run
 
-from fixtures import write_geom
+from fixtures import MIRROR, write_geom
 
 N = 7
 #: hand-built relations [src, dst, relation] on 7 nodes: graph pairs in both directions with
@@ -189,7 +188,6 @@ def test_loader_puts_present_relation_files_into_meta(tmp_path):
     assert len(result.history) == 5 and all(np.isfinite(r["loss"]) for r in result.history)
 
 
-MIRROR = Path(os.environ.get("TWIRLS_DATA_MIRROR", "/work/shared/datasets"))
 GEOM_DIR = MIRROR / "graphdml-uiuc-jlu__geom-gcn"
 
 
