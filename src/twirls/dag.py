@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections import Counter
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 EDGE = re.compile(r'^"(?P<src>[^"]+)" -> "(?P<dst>[^"]+)";?$')
@@ -91,7 +92,8 @@ def _package_files(package: str) -> set[str]:
     return {module_name(p) for p in folder.glob("*.py")} if folder.is_dir() else set()
 
 
-def imported_modules(path: Path) -> set[str]:
+@cache
+def imported_modules(path: Path) -> frozenset[str]:
     """The ``twirls`` modules that ``path`` imports anywhere (function bodies included), with
     the packages above them, whose ``__init__`` runs first."""
     tree = ast.parse(path.read_text(), filename=str(path))
@@ -121,18 +123,20 @@ def imported_modules(path: Path) -> set[str]:
     for name in names:
         parts = name.split(".")
         with_parents.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-    return {n for n in with_parents if module_file(n) is not None}
+    return frozenset(n for n in with_parents if module_file(n) is not None)
 
 
-def data_files(path: Path) -> set[Path]:
+@cache
+def data_files(path: Path) -> frozenset[Path]:
     """Files beside ``path`` (not Python) whose names appear in it as string constants."""
     names = {n.value for n in ast.walk(ast.parse(path.read_text()))
              if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-    return {p for p in path.parent.iterdir()
-            if p.is_file() and p.suffix != ".py" and p.name in names}
+    return frozenset(p for p in path.parent.iterdir()
+                     if p.is_file() and p.suffix != ".py" and p.name in names)
 
 
-def closure(module: str) -> set[Path]:
+@cache
+def closure(module: str) -> frozenset[Path]:
     """Files (relative to the repository) that running ``python -m <module>`` executes or
     reads from the package: the module, everything it imports within ``twirls``, transitively,
     the packages' ``__init__`` files, and their data files."""
@@ -152,7 +156,7 @@ def closure(module: str) -> set[Path]:
         files.add(path)
         files.update(data_files(path))
         todo.extend(imported_modules(path) - seen)
-    return {p.relative_to(REPO) for p in files}
+    return frozenset(p.relative_to(REPO) for p in files)
 
 
 def tracked_files(folder: Path) -> set[Path]:
@@ -164,7 +168,7 @@ def tracked_files(folder: Path) -> set[Path]:
             if p.is_file() and not SKIP_PARTS & set(p.parts) and p.suffix != ".pyc"}
 
 
-def minimal_deps(files: set[Path]) -> list[str]:
+def minimal_deps(files: frozenset[Path]) -> list[str]:
     """``files`` as few paths as possible: a directory wherever ``files`` hold all of it."""
     out: list[Path] = []
 
@@ -191,7 +195,7 @@ class StageDeps:
     family: str
     module: str
     declared: list[str]
-    needed: set[Path]
+    needed: frozenset[Path]
 
     def covered(self, path: Path) -> bool:
         return any(path == Path(d) or Path(d) in path.parents for d in self.declared)
@@ -257,9 +261,9 @@ def write_deps(dvc_yaml: Path = REPO / "dvc.yaml") -> list[str]:
         i += 1
     changed = sorted(set(changed))
     if changed:
-        tmp = dvc_yaml.with_name(dvc_yaml.name + ".part")
-        tmp.write_text("".join(out))
-        tmp.replace(dvc_yaml)
+        from twirls.reports.render import write_atomic
+
+        write_atomic(dvc_yaml, "".join(out))
     return changed
 
 
