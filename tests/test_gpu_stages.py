@@ -76,10 +76,19 @@ def test_skip_done_keeps_an_earlier_calls_gpu_stages_and_runs_the_rest(tmp_path)
     report = json.loads(out.read_text())
     assert report["kept_from"] == {"started_utc": first["started_utc"], "gpu": "NVIDIA H200",
                                    "stages": [gst.STAGES[0]]}
-    assert report["stages"] == first["stages"][:1]
+    assert report["stages"] == [{**first["stages"][0], "gpu": "NVIDIA H200"}]
     assert report["out_of_time"] == list(gst.STAGES[1:])
     assert gst.main(["--out", str(tmp_path / "new.json"), "--skip-done", "--deadline", "0"]) == 1
     assert "kept_from" not in json.loads((tmp_path / "new.json").read_text())
+
+
+def test_a_kept_stage_names_the_gpu_that_ran_it_across_calls():
+    """Three calls: stage A ran on the first machine, B on the second; the third call's
+    ``previous`` (the second's report) kept A from the first."""
+    second = {"machine": {"gpu": "H100"},
+              "kept_from": {"gpu": "H200", "stages": ["A"]},
+              "stages": [{"stage": "A"}, {"stage": "B"}, {"stage": "C", "gpu": "B200"}]}
+    assert [gst.stage_gpu(second, s) for s in second["stages"]] == ["H200", "H100", "B200"]
 
 
 def test_a_failed_stage_is_recorded_with_its_log(tmp_path):

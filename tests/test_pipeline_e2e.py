@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 
 import pandas as pd
 import pytest
@@ -105,6 +106,19 @@ def test_metrics_and_plots_for_dvc(repo):
     history = pd.read_csv(repo / "plots" / "table2" / "cora-twirls-base-k2.csv")
     assert history["epoch"].tolist() == list(range(15))
     assert {"loss", "train", "val", "test"} <= set(history.columns)
+
+
+def test_every_metrics_file_names_the_stack_of_its_run(repo):
+    """``stack``: the Python, torch and NumPy of the run that wrote each metrics file."""
+    import numpy
+    import torch
+
+    files = sorted((repo / "metrics").rglob("*.json"))
+    assert len(files) >= 5
+    for path in files:
+        assert json.loads(path.read_text()).get("stack") == {
+            "python": platform.python_version(), "torch": torch.__version__,
+            "numpy": numpy.__version__}, path
 
 
 def test_second_repro_is_a_no_op(repo):

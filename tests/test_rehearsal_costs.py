@@ -143,6 +143,12 @@ def test_gpu_column_from_a_gpu_rehearsal():
     named = gpu_report(machine={"gpu_name": "NVIDIA H200"})
     assert " on NVIDIA H200 (" in rows_by_part(Inputs(cpu, None, named, bench))["Pubmed"].gpu
     assert " on `cuda:0` (" in rows_by_part(Inputs(cpu, None, gpu_report()))["Pubmed"].gpu
+    # a file merged from calls on two machines: each stage's own GPU, in the rows it fills
+    merged = gpu_report(machine={"gpu": "NVIDIA H100"})
+    for record in merged["stages"]:
+        record["gpu"] = "NVIDIA H200" if record["stage"].endswith("-gcn") else "NVIDIA H100"
+    assert " on NVIDIA H100 and NVIDIA H200 (" in rows_by_part(
+        Inputs(cpu, None, merged, bench))["Pubmed"].gpu
     # the CPU columns do not move
     alone = rows_by_part(Inputs(cpu, PIPELINE))
     assert all(alone[k].cpu == rows[k].cpu and alone[k].gpu == NOT_MEASURED for k in alone)

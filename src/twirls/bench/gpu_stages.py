@@ -115,6 +115,17 @@ def run_stage(stage: str, raw: Path, work: Path, env: dict[str, str],
     return record
 
 
+def stage_gpu(previous: dict[str, Any], stage: dict[str, Any]) -> str | None:
+    """The GPU that ran a stage recorded in ``previous`` (an earlier call's report): its own
+    ``gpu``, else the GPU of the call ``previous`` kept it from, else ``previous``'s."""
+    if stage.get("gpu"):
+        return stage["gpu"]
+    kept_from = previous.get("kept_from") or {}
+    if stage.get("stage") in kept_from.get("stages", []):
+        return kept_from.get("gpu")
+    return (previous.get("machine") or {}).get("gpu")
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
     for stage in args.stage:
@@ -129,8 +140,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     todo = list(args.stage)
     previous = read_json(args.out) if args.skip_done and args.out.exists() else None
     if previous:  # an earlier call's stages that ran (ok, on a GPU) are kept, not run again
-        kept = [s for s in previous.get("stages", []) if s.get("stage") in todo
-                and s.get("status") == "ok" and s.get("device") == "cuda"]
+        kept = [{**s, "gpu": stage_gpu(previous, s)} for s in previous.get("stages", [])
+                if s.get("stage") in todo and s.get("status") == "ok"
+                and s.get("device") == "cuda"]
         report["stages"] = kept
         report["kept_from"] = {"started_utc": previous.get("started_utc"),
                                "gpu": (previous.get("machine") or {}).get("gpu"),
@@ -148,6 +160,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             record = run_stage(stage, raw, work, env,
                                timeout=None if math.isinf(left) else left)
+            record["gpu"] = report["machine"].get("gpu")
             report["stages"].append(record)
             write_atomic_json(args.out, report)
             print(f"{stage}: {record['status']} on {record.get('device', '?')}, "

@@ -328,9 +328,13 @@ def cpu_cell(spec: RowSpec, records: list[dict[str, Any]], late: list[str]) -> s
     return estimate_cell(spec, ok, len(records) + len(late), "", notes)
 
 
-def gpu_name(inputs: Inputs) -> str:
-    """The GPU of ``rehearsal-gpu.json``: its machine's GPU name if recorded, else
-    ``gpu.json``'s CUDA device name, else the stages' CUDA devices (``cuda:0``)."""
+def gpu_name(inputs: Inputs, records: list[dict[str, Any]] = ()) -> str:
+    """The GPU that ran ``records`` (stages of ``rehearsal-gpu.json``): the ``gpu`` each one
+    records (calls on different machines kept into one file), else the file's machine's GPU
+    name, else ``gpu.json``'s CUDA device name, else the stages' CUDA devices (``cuda:0``)."""
+    named = sorted({str(r["gpu"]) for r in records if r.get("gpu")})
+    if named and all(r.get("gpu") for r in records):
+        return " and ".join(named)
     machine = (inputs.gpu_rehearsal or {}).get("machine") or {}
     for key in ("gpu_name", "gpu"):
         if isinstance(machine.get(key), str) and machine[key]:
@@ -385,7 +389,7 @@ def gpu_cell(spec: RowSpec, expected: list[str], inputs: Inputs) -> str:
     if peaks:
         notes.insert(0, f"GPU memory up to {gb(max(peaks))}")
     count = max(len(expected), len(records))
-    return estimate_cell(spec, ok, count, f" on {gpu_name(inputs)}", notes)
+    return estimate_cell(spec, ok, count, f" on {gpu_name(inputs, ok)}", notes)
 
 
 def bench_table11_cell(bench: dict[str, Any] | None) -> str:

@@ -433,7 +433,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     # kept: the other stages of the previous report that are still stages of params.yaml (a
     # report from before a stage was renamed, e.g. `train@x` -> `table2@x`, keeps none of those)
-    kept = [s for s in (previous or {}).get("stages", [])
+    # each keeps the GPU that ran it (``gpu``; a record from before that field: the previous
+    # report's machine's), so that a file merged from calls on two machines names both
+    kept = [{**s, "gpu": s.get("gpu", ((previous or {}).get("machine") or {}).get("gpu"))}
+            for s in (previous or {}).get("stages", [])
             if previous.get("scale") == args.scale
             and s["stage"] in {p.stage for p in every} - {p.stage for p in plans}]
 
@@ -484,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
                                        deadline_at)
                 record["sizes"] = {k: sizes.get(plan.dataset, {}).get(k)
                                    for k in ("nodes", "edges", "features", "classes")}
+                record["gpu"] = report["machine"].get("gpu")
                 report["stages"].append(record)
                 report.update(summary(report["stages"]))
                 report["rehearsal_wall_seconds"] = round(time.perf_counter() - started, 1)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from twirls.reports.energy_figure import plot_energy, title_for
-from twirls.train.outputs import write_json
+from twirls.train.outputs import write_json, write_metrics
 
 #: trace name -> prefix of its entries in the metrics file
 METRIC_PREFIX = {"twirls-base": "base", "irls-every": "every", "twirls-middle": "middle"}
@@ -71,12 +71,12 @@ def write_energy(out: Path, result: Mapping[str, Any], device: str = "cpu") -> d
     title = title_for(result["dataset"])
     if result["status"] != "ok":
         write_json(paths["results"], dict(result))
-        write_json(paths["metrics"], {"status": result["status"], "reason": result["reason"]})
+        write_metrics(paths["metrics"], {"status": result["status"], "reason": result["reason"]})
         plot_energy(result, paths["figure"], title, reason=result["reason"])
         return paths
     measured, seconds = split_timings(result)
     write_json(paths["results"], jsonable(measured))
-    write_json(paths["metrics"], {**energy_metrics(result), "device": device, **seconds})
+    write_metrics(paths["metrics"], {**energy_metrics(result), "device": device, **seconds})
     plot_energy(result, paths["figure"], title)
     return paths
 

@@ -30,7 +30,6 @@ they change); the wall-clock seconds go to ``--metrics``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -44,6 +43,7 @@ from twirls.attack.io import AttackedGraph, save_attacked
 from twirls.attack.metattack import Metattack
 from twirls.data import nettack
 from twirls.train.device import stage_device
+from twirls.train.outputs import write_metrics
 
 IMPLEMENTATIONS = ("fast", "deeprobust", "prognn")
 
@@ -72,13 +72,6 @@ def evaluate(adj: sp.spmatrix, features: sp.spmatrix, labels: np.ndarray, split,
         out.update({key: accs, f"{key}_mean": float(np.mean(accs)),
                     f"{key}_std": float(np.std(accs))})
     return out
-
-
-def write_metrics(path: Path, metrics: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(metrics, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
 
 
 def run(args: argparse.Namespace, device: str | torch.device = "cpu") -> dict:

@@ -22,7 +22,7 @@ from twirls.params import load_params
 from twirls.reports.results import Cell, write_cells
 from twirls.train.checkpoint import save_checkpoint
 from twirls.train.loop import SeedsResult
-from twirls.train.outputs import write_history, write_json
+from twirls.train.outputs import write_history, write_metrics
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class StageOutputs:
         write_cells(self.results, cells)
 
     def write_metrics(self, summary: dict[str, Any]) -> None:
-        write_json(self.metrics, summary)
+        write_metrics(self.metrics, summary)
 
     def write_history(self, history: list[dict[str, float]]) -> None:
         write_history(self.plots, history)
@@ -94,9 +94,15 @@ def open_stage(stage: str) -> dict[str, Any]:
     return params
 
 
+#: what an interrupted stage prints (one line: what stopped, how to go on or go back)
+INTERRUPTED = ("interrupted: {name}: stopped before it wrote its outputs; `dvc repro` runs it "
+               "again, `git checkout -- dvc.lock results metrics plots reports && dvc checkout` "
+               "brings the committed outputs back")
+
+
 def entry(stage_main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
     """Wrap a stage's ``main``: a user-facing error (a bad value, a damaged dataset) becomes one
-    line on stderr and exit 1."""
+    line on stderr and exit 1; Ctrl-C (``KeyboardInterrupt``) one line and exit 130."""
     from twirls.data.registry import DatasetDamaged
 
     module = stage_main.__module__
@@ -111,6 +117,9 @@ def entry(stage_main: Callable[[list[str] | None], int]) -> Callable[[list[str] 
         except (ValueError, DatasetDamaged) as exc:
             print(f"error: {name}: {exc}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:
+            print(f"\n{INTERRUPTED.format(name=name)}", file=sys.stderr)
+            return 130
 
     run.__doc__ = stage_main.__doc__
     return run

@@ -38,7 +38,7 @@ from twirls.reports.results import Cell, write_cells
 from twirls.stages.skeleton import entry, open_stage, raw_out_parser
 from twirls.train.device import stage_device
 from twirls.train.experiment import check_model
-from twirls.train.outputs import write_json
+from twirls.train.outputs import write_metrics
 from twirls.train.timing import EpochTimer, count_parameters, random_task, time_round_robin
 
 TABLE, DATASET = "running-time", "ogbn-arxiv"
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
               f"test {s['test_seconds_median']:.3f} s, {s['parameters']:,} parameters")
     cells = timing_cells(timers, devices, graph_desc, threads)
     write_cells(args.out / "results" / "table11.json", cells)
-    write_json(args.out / "metrics" / "table11.json",
+    write_metrics(args.out / "metrics" / "table11.json",
                {"graph": graph_desc, "device": ", ".join(sorted(set(devices.values()))),
                 "devices": devices, "threads": threads,
                 "epochs": epochs, "warmup": warmup, "models": summaries})

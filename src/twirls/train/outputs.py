@@ -6,8 +6,12 @@ from __future__ import annotations
 import csv
 import json
 import math
+import platform
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import torch
 
 
 def write_json(path: Path, obj: dict[str, Any]) -> None:
@@ -17,6 +21,18 @@ def write_json(path: Path, obj: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".part")
     tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
+
+
+def stack() -> dict[str, str]:
+    """The software a run used: Python, torch and NumPy versions (``stack`` in every metrics
+    file, so ``dvc metrics show`` says where each number was computed)."""
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "numpy": np.__version__}
+
+
+def write_metrics(path: Path, obj: dict[str, Any]) -> None:
+    """A stage's metrics file: ``obj`` and the :func:`stack` of this run."""
+    write_json(path, {**obj, "stack": stack()})
 
 
 def write_history(path: Path, history: list[dict[str, float]]) -> None:

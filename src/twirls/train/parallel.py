@@ -57,6 +57,9 @@ def _init_worker(threads: int) -> None:
     # a SIGTERM handler inherited from the parent (one that does not exit, like the rehearsal's
     # while it waits on a child) would keep a worker alive when the pool is torn down
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Ctrl-C reaches the whole process group: the parent stops the pool (SIGTERM) and prints
+    # one line; a worker printing its own traceback would bury that line
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(threads)
 
 
