@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 import pandas as pd
 import pytest
 import yaml
 
 from e2e import MIRROR, REPO, copy_repo, dvc, run_dvc
+from e2e import env as e2e_env
 from requires import needs
 
 pytestmark = [pytest.mark.e2e,
@@ -151,7 +158,10 @@ def test_bad_param_fails_before_any_fetch_with_one_line(repo):
     assert "Running stage 'fetch@" not in proc.stdout  # nothing expensive ran first
     assert "error: params.yaml: attention.p = 'abc': expected a number >= 0 and <= 2" in (
         proc.stderr + proc.stdout)
+    assert "git checkout -- params.yaml params" in proc.stderr + proc.stdout  # the way back
     assert "Traceback" not in proc.stderr + proc.stdout
+    # the check's committed output survives the failed check (persist): nothing to restore
+    assert json.loads((repo / "results" / "params-check.json").read_text())["status"] == "ok"
 
 
 def test_damaged_file_is_repaired_and_nothing_reruns(repo):
@@ -183,3 +193,44 @@ def test_unrepairable_file_fails_loudly_and_keeps_the_measured_result(repo, tmp_
     finally:
         x.write_bytes(good)
         run_dvc(repo, "repro", "fetch@cora")
+
+
+def training(output: str) -> bool:
+    return "runs (" in output or "seed " in output
+
+
+def test_ctrl_c_in_a_running_stage_prints_one_line(repo):
+    """A real SIGINT to the process group of ``dvc repro`` (what Ctrl-C sends) while a stage
+    trains: one line from the stage saying how to go on or go back, no traceback, no worker
+    left running. Runs last: the interrupted stage's outputs are gone afterwards."""
+    table2 = repo / "params" / "table2.yaml"
+    good = table2.read_text()
+    params = yaml.safe_load(good)
+    params["table2"]["cora-twirls-base-k2"]["train_cfg"].update(epochs=10**6, patience=10**6)
+    table2.write_text(yaml.safe_dump(params))
+    proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "table2@cora-twirls-base-k2"],
+                            cwd=repo, env=e2e_env(repo), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(lambda: proc.stdout.read(1), "")))
+    reader.start()
+    try:
+        deadline = time.monotonic() + 300
+        while not training("".join(seen)) and time.monotonic() < deadline:
+            time.sleep(0.5)  # until the seeds' progress bar shows (workers or one process)
+        assert training("".join(seen)), "".join(seen)[-2000:]
+        time.sleep(2.0)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+        reader.join(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        table2.write_text(good)
+    out = "".join(seen)
+    assert proc.returncode != 0
+    assert "Traceback" not in out, out[-3000:]
+    lines = [line for line in out.splitlines() if line.startswith("interrupted: train:")]
+    assert len(lines) == 1 and "dvc checkout" in lines[0], out[-3000:]
+

@@ -76,6 +76,9 @@ def test_the_best_on_count_is_a_close_call_when_narrow_leads_decide_it(leads, cl
     assert count.ok == (sum(lead > 0 for lead in leads) >= 3) and count.close == close
     narrow = [ds for ds, lead in zip(datasets, leads, strict=True) if abs(lead) < (0.2 ** 0.5)]
     assert count.detail.endswith(f"runner-up on {', '.join(narrow)}") == bool(narrow)
+    # each narrow dataset's own line is a close call too: the summary and the lines agree
+    assert [o.group for o in outcomes[:-1] if o.close] == narrow
+    assert all("close call" in o.detail for o in outcomes[:-1] if o.group in narrow)
 
 
 def test_a_claim_without_our_numbers_is_untested_and_partly_when_some_are_missing():

@@ -151,6 +151,11 @@ def best_on_at_least(v: Values, c: dict) -> list[Outcome]:
     if narrow:
         detail += ("; within one standard error of the runner-up on "
                    f"{', '.join(o.group for o in narrow)}")
+    for o in narrow:  # its own line says so too: "the best" is decided within the noise
+        if not o.close:
+            o.close = True
+            o.detail += (f"; a close call for the best (standard error of the difference "
+                         f"{o.error:.2f})")
     per.append(Outcome(f"best on >= {c['count']} datasets", enough, detail, close=close))
     return per
 

@@ -3,7 +3,10 @@ schema, first.
 
 Every other stage waits for it (the fetch stages depend on its output), so a mistake such as
 ``dvc exp run -S attention.p=abc`` ends in one line naming the key, the value and what is allowed,
-before any data is fetched or model trained. Writes ``results/params-check.json``.
+before any data is fetched or model trained, and saying how to undo it. Writes
+``results/params-check.json``, which ``dvc.yaml`` marks ``persist`` so that DVC does not delete
+the committed file before a check that then fails: after a rejected value the workspace differs
+from the commit only by that value.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ import yaml
 from twirls.config.schema import ConfigError, check_params
 from twirls.params import read_all
 from twirls.train.outputs import write_json
+
+#: how to get back the committed params after a rejected value (``-S`` or an edit)
+UNDO = "git checkout -- params.yaml params"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_params(params or {})
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc} (fix the value, or undo the change: {UNDO})", file=sys.stderr)
         return 1
     write_json(args.out, {"params": str(args.params or "params.yaml + params/*.yaml"),
                           "status": "ok"})

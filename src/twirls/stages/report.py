@@ -17,6 +17,8 @@ import json
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from twirls.config.schema import SWEEP_GROUPS
 from twirls.config.stages import results_files, stage_outputs
 from twirls.reports.claims import Values, read_claims
@@ -26,7 +28,7 @@ from twirls.reports.explanations import read_explanations
 from twirls.reports.headline import headline, write_headline
 from twirls.reports.render import TABLES, write_atomic, write_index
 from twirls.reports.results import COLUMNS, build_results, read_cells, read_paper
-from twirls.reports.scorecard import scorecard, totals
+from twirls.reports.scorecard import PAPER_STATUSES, scorecard, totals
 from twirls.reports.sweep_points import read_sweep_points
 from twirls.stages.skeleton import entry, open_stage
 
@@ -82,10 +84,19 @@ def main(argv: list[str] | None = None) -> int:
                 read_explanations(results),
                 sweeps_without_data(args.metrics, set(SWEEP_GROUPS)),
                 device_lines(device_counts(metrics_files)), claims_lines(judged))
-    write_headline(args.headline, headline(results, totals(scorecard(results, list(TABLES)))))
-    counts = results["status"].value_counts().to_dict()
-    print("results.csv:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    paper_totals = totals(scorecard(results, list(TABLES)))
+    write_headline(args.headline, headline(results, paper_totals))
+    print(count_line(results, paper_totals))
     return 0
+
+
+def count_line(results: pd.DataFrame, paper_totals: dict[str, int]) -> str:
+    """What the stage prints: the scorecard's totals over the paper's tables (the same numbers
+    as reports/README.md), then the rows of our extra tables apart."""
+    extra = results[~results["table"].isin(list(TABLES))]
+    line = "paper cells (scorecard): " + ", ".join(
+        f"{status} {paper_totals[status]}" for status in PAPER_STATUSES)
+    return line + f"; extra tables: {len(extra)} rows of results.csv"
 
 
 if __name__ == "__main__":
