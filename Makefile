@@ -101,7 +101,7 @@ bench-gpu:  # reports/benchmarks/gpu.json: Table 11's models per epoch on the GP
 gpu-session:
 	PYTHONPATH=src $(GPU_PYTHON) -m twirls.bench.gpu_session --out reports/benchmarks $(SESSION_ARGS)
 
-cost-table: $(STAMP)  # README's "What a full run costs" table from reports/benchmarks/*.json
+cost-table: $(STAMP)  # reports/benchmarks/README.md ("What a full run costs") from reports/benchmarks/*.json
 	$(BIN)/python -m twirls.rehearsal.costs
 
 # DVC as wheels for a GPU machine's own Python 3.12 without internet (docs/gpu-session.md): carry

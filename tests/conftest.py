@@ -5,7 +5,7 @@ requirements-reference.txt)."""
 import os
 from pathlib import Path
 
-# A relative $TWIRLS_DATA_MIRROR (the README's `../shared/datasets`) means relative to where
+# A relative $TWIRLS_DATA_MIRROR (docs/data.md's `../shared/datasets`) means relative to where
 # pytest was started: resolved once, here, before any test module reads it, so that tests that
 # work in temporary folders or start stages there get the same folder.
 if os.environ.get("TWIRLS_DATA_MIRROR"):

@@ -1,6 +1,6 @@
-"""A relative ``TWIRLS_DATA_MIRROR`` (the README's ``export TWIRLS_DATA_MIRROR=../shared/datasets``)
-works in the tests that read the mirror from temporary folders (issue 30: it used to fail 16 and
-error 32 of them)."""
+"""A relative ``TWIRLS_DATA_MIRROR`` (docs/data.md's ``export TWIRLS_DATA_MIRROR=...``, which CI
+sets to ``../shared/datasets``) works in the tests that read the mirror from temporary folders
+(issue 30: it used to fail 16 and error 32 of them)."""
 
 from __future__ import annotations
 

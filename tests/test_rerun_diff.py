@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 
-from twirls.bench.rerun_diff import compare_cells, compare_tree, summary
+from twirls.bench.rerun_diff import (
+    claim_changes,
+    compare_cells,
+    compare_tree,
+    status_changes,
+    summary,
+)
 
 
 def cell(model, runs, mean=None, metric="accuracy"):
@@ -44,3 +50,23 @@ def test_compare_tree_reads_the_committed_file_from_git(tmp_path):
     rows = compare_tree(results, "HEAD", tmp_path)
     assert [(r["file"], r["runs_moved"]) for r in rows] == [("results/a.json", 1)]
     assert compare_tree(path, "HEAD", tmp_path) == rows  # one file
+
+
+def test_status_and_claim_changes_between_two_reports():
+    head = "table,dataset,model,metric,mean,std,runs,paper_mean,paper_std,delta,status\n"
+    old = head + ("t,cora,GCN,accuracy,80.0,1,10,81.5,,-1.5,differs\n"
+                  "t,cora,SGC,accuracy,80.0,1,10,80.5,,-0.5,reproduced\n")
+    new = head + ("t,cora,GCN,accuracy,80.6,1,10,81.5,,-0.9,reproduced\n"
+                  "t,cora,SGC,accuracy,80.1,1,10,80.5,,-0.4,reproduced\n")
+    assert status_changes(old, new) == [
+        {"table": "t", "dataset": "cora", "model": "GCN", "metric": "accuracy",
+         "mean_before": 80.0, "mean_after": 80.6, "paper_mean_after": 81.5,
+         "status_before": "differs", "status_after": "reproduced"}]
+    table = ("| # | claim (paper) | source | verdict | close calls | on the paper's numbers |\n"
+             "|---|---|---|---|---|---|\n"
+             "| 5 | “x” | Table 3 | **{}** | {} | holds |\n")
+    assert claim_changes(table.format("holds", "texas"), table.format("holds", "texas")) == []
+    assert claim_changes(table.format("holds", "texas"),
+                         table.format("partly: holds on cora", "—")) == [
+        {"claim": "5", "verdict_before": "holds", "close_calls_before": "texas",
+         "verdict_after": "partly: holds on cora", "close_calls_after": "—"}]

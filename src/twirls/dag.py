@@ -1,6 +1,6 @@
 """The stage graph (a tool, used by no stage).
 
-    python -m twirls.dag                 # the graph by stage family, as Mermaid (README)
+    python -m twirls.dag                 # the graph by stage family, as Mermaid (docs/stages.md)
     python -m twirls.dag deps [--write]  # every stage's code deps against its import closure
 
 ``dvc dag`` draws every one of the ~120 stages (4,645 characters wide); collapsing each

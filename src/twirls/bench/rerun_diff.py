@@ -9,18 +9,24 @@ float32 kernels differently).
 
 ``python -m twirls.bench.rerun_diff --ref HEAD [--results DIR] [--out FILE]``: every cell of every
 ``*.json`` under ``DIR`` (default ``results``) whose file exists at ``--ref``; prints a summary and
-writes JSON (cells, the runs that moved, the largest moves of the mean).
+writes JSON (cells, the runs that moved, the largest moves of the mean, the cells moved per
+table). It also sets the report beside its ``--ref`` version: the cells of
+``reports/results.csv`` whose status changed, and the claims of ``reports/README.md`` whose
+verdict or close calls changed.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from twirls.bench.pipeline import machine, write_json
 from twirls.reports.results import SCORE_METRICS
@@ -98,6 +104,57 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
                         for r in largest[:15]]}
 
 
+def moved_by_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per report table: its compared cells and how many of them moved."""
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        entry = out.setdefault(str(r["table"]), {"cells": 0, "cells_moved": 0})
+        entry["cells"] += 1
+        entry["cells_moved"] += int(r["moved"])
+    return dict(sorted(out.items()))
+
+
+def status_changes(old_csv: str, new_csv: str) -> list[dict[str, Any]]:
+    """Cells of two ``results.csv`` texts whose status differs (cells in both)."""
+    keys = ["table", "dataset", "model", "metric"]
+    old, new = (pd.read_csv(io.StringIO(t)) for t in (old_csv, new_csv))
+    both = old.merge(new, on=keys, suffixes=("_before", "_after"))
+    changed = both[both["status_before"] != both["status_after"]]
+    cols = keys + ["mean_before", "mean_after", "paper_mean_after", "status_before",
+                   "status_after"]
+    return [{k: (None if pd.isna(v) else v) for k, v in row.items()}
+            for row in changed[cols].to_dict("records")]
+
+
+def claim_rows(readme: str) -> dict[str, dict[str, str]]:
+    """The claims table of a ``reports/README.md`` text: claim number -> verdict, close calls."""
+    out = {}
+    for line in readme.splitlines():
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cols) == 6 and cols[0].isdigit():
+            out[cols[0]] = {"verdict": cols[3].strip("*"), "close_calls": cols[4]}
+    return out
+
+
+def claim_changes(old_readme: str, new_readme: str) -> list[dict[str, str]]:
+    """Claims whose verdict or close calls differ between two ``reports/README.md`` texts."""
+    old, new = claim_rows(old_readme), claim_rows(new_readme)
+    return [{"claim": k, **{f"{f}_before": old[k][f] for f in ("verdict", "close_calls")},
+             **{f"{f}_after": new[k][f] for f in ("verdict", "close_calls")}}
+            for k in new if k in old and old[k] != new[k]]
+
+
+def report_changes(ref: str, repo: Path) -> dict[str, Any]:
+    """:func:`status_changes` and :func:`claim_changes` of the workspace's report vs ``ref``'s."""
+    out: dict[str, Any] = {}
+    for name, path, compare in (("statuses_changed", "reports/results.csv", status_changes),
+                                ("claims_changed", "reports/README.md", claim_changes)):
+        old, new = committed_text(Path(path), ref, repo), repo / path
+        if old is not None and new.is_file():
+            out[name] = compare(old, new.read_text())
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ref", default="HEAD", help="git revision holding the earlier results")
@@ -108,10 +165,19 @@ def main(argv: list[str] | None = None) -> int:
                                text=True, check=True).stdout.strip())
     rows = compare_tree(args.results.resolve(), args.ref, repo)
     report = {"ref": args.ref, "rerun_on": machine(), **summary(rows),
+              "moved_by_table": moved_by_table(rows), **report_changes(args.ref, repo),
               "moved": [r for r in rows if r["moved"]]}
     if args.out:
         write_json(args.out, report)
-    print(json.dumps({k: v for k, v in report.items() if k not in ("moved", "largest")}))
+    print(json.dumps({k: v for k, v in report.items()
+                      if k not in ("moved", "largest", "moved_by_table", "statuses_changed",
+                                   "claims_changed")}))
+    for change in report.get("statuses_changed", []):
+        print(f"  status {change['status_before']} -> {change['status_after']}: "
+              f"{change['table']} {change['dataset']} {change['model']} {change['metric']}")
+    for change in report.get("claims_changed", []):
+        print(f"  claim {change['claim']}: {change['verdict_before']} -> "
+              f"{change['verdict_after']} (close calls: {change['close_calls_after']})")
     for r in report["largest"]:
         delta = (r["mean_after"] or math.nan) - (r["mean_before"] or math.nan)
         print(f"  {r['file']}: {r['model']} on {r['dataset']}: {r['runs_moved']}/{r['runs']} runs "
