@@ -88,7 +88,9 @@ def test_timing_stage_fills_table_11(repo):
     results = pd.read_csv(repo / "reports" / "results.csv")
     timing = results[results.table == "running-time"].set_index(["model", "metric"])
     assert timing.loc[("GCN", "train_seconds"), "runs"] == 2
-    assert timing.loc[("GCN", "parameters"), "status"] == "differs"  # 16 hidden, not 512
+    # the smoke run has no ogbn-arxiv: its random graph is a substitute, never judged
+    assert timing.loc[("GCN", "parameters"), "status"] == "stand-in"
+    assert timing.loc[("GCN", "train_seconds"), "status"] == "stand-in"
     assert timing.loc[("MLP", "parameters"), "status"] == "paper-only"  # not in the smoke run
     assert "Table 11" in (repo / "reports" / "tables" / "running-time.md").read_text()
 

@@ -210,14 +210,15 @@ def test_a_note_shared_by_every_cell_is_printed_once(tmp_path):
 
 
 def test_device_section_counts_stages_per_device(tmp_path):
-    from twirls.reports.devices import device_counts, device_lines
+    from twirls.reports.devices import device_counts, device_lines, stack_counts
 
     def write(name, payload):
         path = tmp_path / name
         path.write_text(json.dumps(payload))
         return path
 
-    files = {"train@…": [write("a.json", {"status": "ok", "device": "cuda"}),
+    stack = {"python": "3.13.0", "torch": "2.15.0", "numpy": "2.4.6"}
+    files = {"train@…": [write("a.json", {"status": "ok", "device": "cuda", "stack": stack}),
                        write("b.json", {"status": "ok", "device": "cpu"}),
                        write("c.json", {"status": "ok", "device": "cuda"}),
                        write("d.json", {"status": "no-data", "reason": "missing"}),
@@ -232,9 +233,13 @@ def test_device_section_counts_stages_per_device(tmp_path):
     assert counts["train@…"] == {"cuda": 2, "cpu": 1}
     assert counts["sweep@…"] == {"not recorded": 1}
     assert counts["attn@…"] == {"cpu, cuda": 1}
-    text = "\n".join(device_lines(counts))
-    assert "| `train@…` | cpu: 1, cuda: 2 |" in text
-    assert "| `sweep@…` | not recorded: 1 |" in text
+    stacks = stack_counts(files)
+    assert stacks["train@…"] == {"python 3.13.0, torch 2.15.0, numpy 2.4.6": 1,
+                                 "not recorded": 2}
+    text = "\n".join(device_lines(counts, stacks))
+    assert ("| `train@…` | cpu: 1, cuda: 2 | not recorded: 2; "
+            "python 3.13.0, torch 2.15.0, numpy 2.4.6: 1 |") in text
+    assert "| `sweep@…` | not recorded: 1 | not recorded: 1 |" in text
 
 
 def test_a_protocol_rerun_is_judged_against_the_table_it_reruns_but_not_scored():

@@ -1,8 +1,10 @@
-"""Where the numbers were computed: the device each stage recorded in its metrics file.
+"""Where the numbers were computed: the device and the software stack each stage recorded in
+its metrics file.
 
 Every experiment stage writes ``"device"`` (``cpu``, ``cuda``; several, comma-separated, when its
-models ran on different devices, e.g. GAT on the CPU beside a GPU) into ``metrics/<kind>/<name>
-.json``. The report lists, per kind of stage, how many stages ran on which device.
+models ran on different devices) and ``"stack"`` (its Python, torch and NumPy versions,
+:func:`twirls.train.outputs.stack`) into ``metrics/<kind>/<name>.json``. The report lists, per
+kind of stage, how many stages ran on which device and with which stack.
 """
 
 from __future__ import annotations
@@ -31,6 +33,27 @@ def device_counts(metrics_files: dict[str, list[Path]]) -> dict[str, Counter]:
     return out
 
 
+def stack_counts(metrics_files: dict[str, list[Path]]) -> dict[str, Counter]:
+    """``{stage group: Counter("python …, torch …, numpy …" -> stages)}`` over the metrics files
+    that exist and hold results; a file from before stacks were recorded counts as
+    :data:`NOT_RECORDED`."""
+    out: dict[str, Counter] = {}
+    for kind, paths in metrics_files.items():
+        counts: Counter = Counter()
+        for path in paths:
+            if not path.exists():
+                continue
+            metrics = json.loads(path.read_text())
+            if stage_device(metrics) is None:
+                continue
+            stack = metrics.get("stack")
+            counts[", ".join(f"{k} {stack[k]}" for k in ("python", "torch", "numpy"))
+                   if isinstance(stack, dict) else NOT_RECORDED] += 1
+        if counts:
+            out[kind] = counts
+    return out
+
+
 def stage_device(metrics: dict) -> str | None:
     """The device a stage's metrics file records; None when the stage ran nothing (``no-data``).
 
@@ -49,13 +72,20 @@ def stage_device(metrics: dict) -> str | None:
     return ", ".join(devices) if devices else NOT_RECORDED
 
 
-def device_lines(counts: dict[str, Counter]) -> list[str]:
-    """Markdown section for ``reports/README.md``."""
+def device_lines(counts: dict[str, Counter],
+                 stacks: dict[str, Counter] | None = None) -> list[str]:
+    """Markdown section for ``reports/README.md``: devices and, per stage group, the stacks
+    (``stacks``, from :func:`stack_counts`)."""
+    stacks = stacks or {}
     lines = ["## Where the numbers were computed", "",
-             "Device per stage as recorded in its `metrics/` file (`device: auto` in "
-             "`params.yaml` uses CUDA whenever PyTorch sees a GPU; GAT and GraphSAGE need a "
-             "CUDA build of DGL for it).", "", "| stages | devices |", "|---|---|"]
+             "Device and software stack per stage as recorded in its `metrics/` file "
+             "(`device: auto` in `params.yaml` uses CUDA whenever PyTorch sees a GPU that its "
+             "build has kernels for; the stack is Python, torch and NumPy; `not recorded`: "
+             "a metrics file from before stacks were recorded).", "",
+             "| stages | devices | stacks |", "|---|---|---|"]
     for kind, counter in counts.items():
         lines.append(f"| `{kind}` | " + ", ".join(f"{device}: {n}" for device, n in
-                                                sorted(counter.items())) + " |")
+                                                sorted(counter.items())) + " | "
+                     + "; ".join(f"{stack}: {n}" for stack, n in
+                                 sorted(stacks.get(kind, {}).items())) + " |")
     return [*lines, ""]

@@ -23,7 +23,7 @@ from twirls.config.schema import SWEEP_GROUPS
 from twirls.config.stages import results_files, stage_outputs
 from twirls.reports.claims import Values, read_claims
 from twirls.reports.claims_section import claims_lines, verdicts
-from twirls.reports.devices import device_counts, device_lines
+from twirls.reports.devices import device_counts, device_lines, stack_counts
 from twirls.reports.explanations import read_explanations
 from twirls.reports.headline import headline, write_headline
 from twirls.reports.render import TABLES, write_atomic, write_index
@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     write_index(results, args.reports, figures_present(args.reports, declared_figures),
                 read_explanations(results),
                 sweeps_without_data(args.metrics, set(SWEEP_GROUPS)),
-                device_lines(device_counts(metrics_files)), claims_lines(judged))
+                device_lines(device_counts(metrics_files), stack_counts(metrics_files)),
+                claims_lines(judged))
     paper_totals = totals(scorecard(results, list(TABLES)))
     write_headline(args.headline, headline(results, paper_totals))
     print(count_line(results, paper_totals))
