@@ -1,0 +1,160 @@
+"""Seconds per seed of the seeds of one configuration: batched (:mod:`twirls.train.batched`)
+against today's path (:func:`twirls.train.loop.run_seeds`, one run per seed in the stages'
+worker processes), written to ``reports/benchmarks/batched-seeds.json``.
+
+``python -m twirls.bench.batched_seeds [--configs cora-gcn ...] [--seeds 1 10 100]
+[--batch 10] [--out reports/benchmarks/batched-seeds.json]``
+
+* The configurations are ``params/table2.yaml`` entries, trained as their stage trains them
+  (:func:`twirls.train.experiment.run_inputs`: the same features, model builder, training
+  config and split; one torch thread and flushed denormals, as ``threads: 1``); both paths use
+  ``jobs`` worker processes as the stages do (``jobs: auto``, one per core,
+  :func:`twirls.train.parallel.resolve_jobs`): today's path one run per seed, the batched one
+  one batch of ``--batch`` seeds per run.
+* Where today's path would take longer than ``--max-today-s`` at a seed count, its seconds per
+  seed there are those measured at the largest count below it that ran in full
+  (``"extrapolated_from": seeds``; at full occupancy of the workers the seconds per seed do not
+  depend on the count), as are its accuracies.
+* Every record carries ``reference_s`` (:func:`twirls.bench.calibrate.reference_seconds`, the
+  machine's speed just before) and the load average at its start and end: the machine may be
+  shared (``"shared_machine"``), and a timing taken under load is slower for both paths.
+* ``--profile``: where the batched path spends its time, the top operators of a few epochs of
+  one batch under ``torch.profiler`` (stored with the largest seed count's record).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from twirls.bench.calibrate import reference_seconds
+from twirls.bench.pipeline import head_commit, machine, write_json
+from twirls.config.entries import train_entry
+from twirls.data.registry import load_dataset
+from twirls.train.batched import BatchConfig, run_seeds_batched, train_batch
+from twirls.train.cpu import configure_cpu
+from twirls.train.experiment import run_inputs
+from twirls.train.loop import SeedsResult, run_seeds
+from twirls.train.parallel import available_cores, resolve_jobs
+
+CONFIGS = ["cora-twirls-base-k2", "citeseer-twirls-base-k2", "cora-gcn", "cora-appnp"]
+
+
+def load() -> list[float]:
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def scores(result: SeedsResult, seconds: float) -> dict[str, Any]:
+    tests = [r.test for r in result.runs]
+    return {"seconds": round(seconds, 2), "seconds_per_seed": round(seconds / len(tests), 4),
+            "test_mean": round(statistics.fmean(tests), 4),
+            "test_std": round(statistics.pstdev(tests), 4), "runs": len(tests)}
+
+
+def profile_batch(inp: Any, data: Any, split: Any, batch: int, epochs: int) -> list[dict]:
+    """The top operators (share of self CPU time) of ``epochs`` epochs of one batch."""
+    from torch.profiler import profile
+
+    cfg = replace(inp.cfg, epochs=epochs)
+    with profile() as prof:
+        train_batch(inp.build, inp.ops, inp.x, data.labels, split, cfg, list(range(batch)))
+    rows = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+    total = sum(e.self_cpu_time_total for e in rows)
+    return [{"op": e.key, "self_share": round(e.self_cpu_time_total / total, 3),
+             "calls_per_epoch": round(e.count / epochs, 1)} for e in rows[:15]]
+
+
+def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, Any]) -> None:
+    exp = train_entry(yaml.safe_load((args.params / "table2.yaml").read_text())["table2"][name])
+    data = load_dataset(exp["dataset"], args.raw)
+    inp = run_inputs(exp, data, torch.device("cpu"), progress=False)
+    split = data.splits[inp.splits[0]]
+    batch = BatchConfig(batch=args.batch)
+    warm = replace(inp.cfg, epochs=2)  # one-time costs (imports, caches) out of the timings
+    run_seeds(inp.build, inp.ops, inp.x, data.labels, split, warm, [0])
+    run_seeds_batched(inp.build, inp.ops, inp.x, data.labels, split, warm, [0, 1])
+    full_today: dict[str, Any] | None = None  # the last full measurement of today's path
+    for count in args.seeds:
+        seeds = list(range(count))
+        record: dict[str, Any] = {"config": name, "dataset": exp["dataset"],
+                                  "model": exp["model"], "epochs": inp.cfg.epochs,
+                                  "seeds": count, "jobs": jobs, "batch": args.batch,
+                                  "reference_s": reference_seconds(), "load_start": load()}
+        estimate = (None if full_today is None else
+                    full_today["seconds_per_seed"] * count)
+        if estimate is not None and estimate > args.max_today_s:
+            record["today"] = {**full_today, "extrapolated_from": full_today["runs"],
+                               "estimated_seconds": round(estimate, 1)}
+        else:
+            start = time.perf_counter()
+            res = run_seeds(inp.build, inp.ops, inp.x, data.labels, split, inp.cfg, seeds,
+                            jobs=jobs)
+            record["today"] = full_today = scores(res, time.perf_counter() - start)
+        start = time.perf_counter()
+        res = run_seeds_batched(inp.build, inp.ops, inp.x, data.labels, split, inp.cfg, seeds,
+                                batch, jobs=jobs)
+        record["batched"] = scores(res, time.perf_counter() - start)
+        record["speedup"] = round(record["today"]["seconds_per_seed"]
+                                  / record["batched"]["seconds_per_seed"], 2)
+        if args.profile and count == max(args.seeds):
+            record["batched_profile"] = profile_batch(inp, data, split,
+                                                      min(args.batch or count, count),
+                                                      args.profile_epochs)
+        record["load_end"] = load()
+        out["records"] = [r for r in out["records"]
+                          if (r["config"], r["seeds"]) != (name, count)] + [record]
+        write_json(args.out, out)
+        print(json.dumps({k: v for k, v in record.items() if k != "batched_profile"}),
+              flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", nargs="+", default=CONFIGS,
+                        help="params/table2.yaml entries (default: %(default)s)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 10, 100])
+    parser.add_argument("--batch", type=int, default=10,
+                        help="seeds per batch of the batched path (0: all in one)")
+    parser.add_argument("--max-today-s", type=float, default=180.0,
+                        help="extrapolate today's path above this many seconds")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--profile-epochs", type=int, default=20)
+    parser.add_argument("--params", type=Path, default=Path("params"))
+    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
+    parser.add_argument("--out", type=Path,
+                        default=Path("reports/benchmarks/batched-seeds.json"))
+    args = parser.parse_args(argv)
+    args.batch = args.batch or None
+    configure_cpu(1)  # params.yaml `threads: 1`, as every stage
+    jobs = resolve_jobs("auto", torch.device("cpu"))
+    old = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    out: dict[str, Any] = {
+        "description": "seconds per seed (wall time of all seeds / seeds) of one configuration's "
+                       "seeds: today's run_seeds (one run per seed, `jobs` worker processes) vs "
+                       "the batched trainer (twirls.train.batched, batches of `batch` seeds, "
+                       "the batches in `jobs` worker processes); speedup = today / batched",
+        "command": "python -m twirls.bench.batched_seeds " + " ".join(sys.argv[1:]
+                                                                      if argv is None else argv),
+        "commit": head_commit(Path.cwd()), "cores": available_cores(), **machine(),
+        "torch": torch.__version__, "threads": 1,
+        "shared_machine": "timed while other processes (a long dvc repro) used the same cores: "
+                          "see load_start/load_end and reference_s of each record",
+        "records": old.get("records", []),
+    }
+    for name in args.configs:
+        bench_config(name, args, jobs, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""Batched versions of the models: ``K`` seeds of one configuration, one forward pass.
+
+:func:`stack_models` takes ``K`` models built as today's runs build them (``set_seed(s)``,
+``build_model()``), stacks their parameters (:class:`~twirls.train.batched.layers.Stacked`)
+and returns the batched model, whose ``forward(ops, x, masks)`` gives ``(K, n, C)`` logits:
+``logits[k]`` is what model ``k`` computes on ``x`` (``masks=None``: eval mode; else the
+dropout masks of :class:`~twirls.train.batched.layers.Masks`, drawn in the order the unbatched
+forward draws them). Each forward mirrors its model's (same operations in the same order), with
+the seeds stacked:
+
+* TWIRLS-base: ``Y⁽⁰⁾ = f(X)`` per seed (``baddbmm``; on sparse features one ``O(nnz)``
+  product a seed, and a two-layer ``f`` seed by seed in the cache), then the ``S`` steps
+  ``Y ← c + M Y`` on ``[Y_1 … Y_K]`` (``n × K·C``): one sparse product a step for all seeds
+  (:func:`twirls.models.propagation.propagate` itself, columns never mix without attention).
+  TWIRLS* (``mlp_before = 0``): the cached propagation of ``X``, shared.
+* MLP: the stacked layers. SGC: the cached ``Â^K X``, shared, then ``X [W_1 … W_K]``.
+* GCN: ``Â (H W_k)`` per layer, one sparse product over all seeds.
+* APPNP: the MLP, then ``Z ← (1-a) Â Z + a H`` on ``[Z_1 … Z_K]``.
+
+Not batched (a ``NotImplementedError`` names the reason): attention (its edge weights differ per
+seed), ``norm`` layers, learned node inputs (``embedding``), other models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from twirls.models.baselines import APPNP, GCN, MLP, SGC
+from twirls.models.baselines.appnp import _scaled
+from twirls.models.baselines.sgc import sgc_features
+from twirls.models.graph_ops import GraphOps
+from twirls.models.layers import FeedForward, is_sparse
+from twirls.models.propagation import propagate
+from twirls.models.twirls import TWIRLS
+from twirls.train.batched.layers import (
+    Masks,
+    SparseBatch,
+    Stacked,
+    as_batch,
+    dropout,
+    from_wide,
+    graph_mm,
+    linear,
+    relu_dropout,
+    sparse_mlp,
+    to_wide,
+)
+
+
+class Batched(nn.Module):
+    """Base: ``K`` models' stacked parameters ``p`` and the first model as the template of the
+    hyperparameters (kept out of the module tree: its own parameters are not trained)."""
+
+    def __init__(self, models: Sequence[nn.Module]) -> None:
+        super().__init__()
+        self.p = Stacked(models)
+        self.num = len(models)
+        self.__dict__["template"] = models[0]
+
+    def seed_state(self, k: int) -> dict[str, Tensor]:
+        """Seed ``k``'s weights as the unbatched model's ``state_dict``."""
+        return self.p.seed_state(k)
+
+    def feed_forward(self, prefix: str, ff: FeedForward, h: Tensor | SparseBatch,
+                     masks: Masks | None) -> Tensor | SparseBatch:
+        """:class:`FeedForward` ``ff`` (named ``prefix``) on every seed."""
+        if ff.init_activate:
+            h = relu_dropout(_dense(h), ff.dropout, masks)
+        if len(ff.lins) == 2 and (isinstance(h, SparseBatch) or is_sparse(h)):
+            return sparse_mlp(h, *(self.p[f"{prefix}.lins.{i}.{part}"] for i in (0, 1)
+                                   for part in ("weight", "bias")), ff.dropout, masks)
+        for i in range(len(ff.lins)):
+            h = linear(h, self.p[f"{prefix}.lins.{i}.weight"], self.p[f"{prefix}.lins.{i}.bias"])
+            if i < len(ff.lins) - 1:
+                h = relu_dropout(h, ff.dropout, masks)
+        return h
+
+
+def _dense(h: Tensor | SparseBatch) -> Tensor:
+    if isinstance(h, SparseBatch):
+        return h.to_dense()
+    return h.to_dense() if is_sparse(h) else h
+
+
+def _no_norms(*ffs: FeedForward) -> None:
+    if any(ff.norms is not None for ff in ffs):
+        raise NotImplementedError("batched training: norm layers are not supported")
+
+
+class BatchedTWIRLS(Batched):
+    """TWIRLS-base / TWIRLS* (any variant, ``normalized``, ``prox_relu``), without attention."""
+
+    def __init__(self, models: Sequence[TWIRLS]) -> None:
+        m = models[0]
+        if m.embedding is not None:
+            raise NotImplementedError("batched training: TWIRLS with embedding is not supported")
+        if m.propagation.spec.has_attention:
+            raise NotImplementedError("batched training: TWIRLS with attention is not supported "
+                                      "(its edge weights differ per seed)")
+        _no_norms(m.mlp_before, m.mlp_after)
+        super().__init__(models)
+
+    def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
+        m, spec = self.template, self.template.propagation.spec
+        if m.cacheable:  # TWIRLS*: the model's own cache entry, shared by every seed
+            dense = x.to_dense() if is_sparse(x) else x
+            y = ops.cached_for(("twirls*", spec), x, lambda: m._propagate_no_grad(ops, dense))
+        else:
+            h = self.feed_forward("mlp_before", m.mlp_before, dropout(x, m.input_dropout, masks),
+                                  masks)
+            h = as_batch(_dense(h), self.num)
+            y = from_wide(propagate(ops, to_wide(h), spec), self.num)
+        return as_batch(self.feed_forward("mlp_after", m.mlp_after, y, masks), self.num)
+
+
+class BatchedMLP(Batched):
+    def __init__(self, models: Sequence[MLP]) -> None:
+        _no_norms(models[0].net)
+        super().__init__(models)
+
+    def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
+        m = self.template
+        h = self.feed_forward("net", m.net, dropout(x, m.input_dropout, masks), masks)
+        return as_batch(h, self.num)
+
+
+class BatchedSGC(Batched):
+    def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
+        m = self.template
+        if x.requires_grad:
+            raise NotImplementedError("batched training: SGC on a learned input")
+        h = ops.cached_for(("sgc", m.steps), x, lambda: sgc_features(ops, x, m.steps))
+        return linear(dropout(h, m.dropout, masks), self.p["lin.weight"], self.p["lin.bias"])
+
+
+class BatchedGCN(Batched):
+    def __init__(self, models: Sequence[GCN]) -> None:
+        if models[0].norms is not None:
+            raise NotImplementedError("batched training: norm layers are not supported")
+        super().__init__(models)
+
+    def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
+        m, adj, h = self.template, ops.gcn_norm(), x
+        for k, lin in enumerate(m.lins):
+            h = dropout(h, m.input_dropout if k == 0 else m.dropout, masks)
+            weight, bias = self.p[f"lins.{k}.weight"], self.p[f"lins.{k}.bias"]
+            sparse = isinstance(h, SparseBatch) or is_sparse(h)
+            if sparse or lin.out_features <= lin.in_features:  # Â (H W) + b
+                h = graph_mm(adj, linear(h, weight))
+            else:  # (Â H) W + b
+                h = linear(graph_mm(adj, h), weight)
+            h = h + bias.unsqueeze(1)
+            if k < len(m.lins) - 1:
+                h = torch.relu(h)
+        return h
+
+
+class BatchedAPPNP(Batched):
+    def __init__(self, models: Sequence[APPNP]) -> None:
+        _no_norms(models[0].mlp)
+        super().__init__(models)
+
+    def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
+        m = self.template
+        h = as_batch(self.feed_forward("mlp", m.mlp, dropout(x, m.dropout, masks), masks),
+                     self.num)
+        adj = ops.cached(("appnp", m.alpha, ops.dtype), lambda: _scaled(ops, 1.0 - m.alpha))
+        z = to_wide(h)
+        teleport = m.alpha * z
+        for _ in range(m.steps):
+            z = adj.addmm(teleport, z)
+        return from_wide(z, self.num)
+
+
+BATCHED: dict[type, type[Batched]] = {TWIRLS: BatchedTWIRLS, MLP: BatchedMLP, SGC: BatchedSGC,
+                                      GCN: BatchedGCN, APPNP: BatchedAPPNP}
+
+
+def stack_models(models: Sequence[nn.Module]) -> Batched:
+    """The batched model of ``models`` (one architecture, ``K`` initialisations)."""
+    kinds = {type(m) for m in models}
+    if len(kinds) != 1:
+        raise ValueError(f"stack_models: one architecture expected, got {sorted(map(str, kinds))}")
+    kind = kinds.pop()
+    if kind not in BATCHED:
+        raise NotImplementedError(f"batched training: {kind.__name__} is not supported (batched: "
+                                  f"{', '.join(c.__name__ for c in BATCHED)})")
+    return BATCHED[kind](models)
