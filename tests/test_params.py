@@ -170,7 +170,8 @@ def test_check_params_stage_fails_fast_with_one_line_and_no_traceback(tmp_path):
                            str(bad), "--out", str(out)], capture_output=True, text=True)
     assert proc.returncode == 1 and not out.exists()
     assert proc.stderr.strip().splitlines() == [
-        "error: params.yaml: attention.p = 'abc': expected a number >= 0 and <= 2"]
+        "error: params.yaml: attention.p = 'abc': expected a number >= 0 and <= 2 (fix the "
+        "value, or undo the change: git checkout -- params.yaml params)"]
     good = tmp_path / "good.yaml"
     good.write_text((REPO / "params.yaml").read_text())
     proc = subprocess.run([sys.executable, "-m", "twirls.stages.check_params", "--params",

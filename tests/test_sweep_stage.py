@@ -73,6 +73,7 @@ def test_split_grid_on_missing_data_draws_a_no_data_figure(tmp_path, monkeypatch
     folder.mkdir(parents=True)
     (folder / STATUS_FILE).write_text('{"status": "missing", "reason": "no Dropbox here"}')
     metrics = run_sweep(tmp_path, monkeypatch, AMAZON)
+    assert set(metrics.pop("stack")) == {"python", "torch", "numpy"}
     assert metrics == {"status": "no-data", "points": {}}
     assert (tmp_path / "reports" / "figures" / "s.png").stat().st_size > 1000
 
