@@ -16,27 +16,9 @@ from pathlib import Path
 NOT_RECORDED = "not recorded"
 
 
-def device_counts(metrics_files: dict[str, list[Path]]) -> dict[str, Counter]:
-    """``{stage group (e.g. "train@…"): Counter(device -> stages)}`` over the metrics files
-    that exist and hold results (``no-data`` stages ran nothing and are left out)."""
-    out: dict[str, Counter] = {}
-    for kind, paths in metrics_files.items():
-        counts: Counter = Counter()
-        for path in paths:
-            if not path.exists():
-                continue
-            device = stage_device(json.loads(path.read_text()))
-            if device is not None:
-                counts[device] += 1
-        if counts:
-            out[kind] = counts
-    return out
-
-
-def stack_counts(metrics_files: dict[str, list[Path]]) -> dict[str, Counter]:
-    """``{stage group: Counter("python …, torch …, numpy …" -> stages)}`` over the metrics files
-    that exist and hold results; a file from before stacks were recorded counts as
-    :data:`NOT_RECORDED`."""
+def _counts(metrics_files: dict[str, list[Path]], key) -> dict[str, Counter]:
+    """``{stage group: Counter(key(metrics) -> stages)}`` over the metrics files that exist
+    and hold results (``no-data`` stages ran nothing and are left out)."""
     out: dict[str, Counter] = {}
     for kind, paths in metrics_files.items():
         counts: Counter = Counter()
@@ -44,14 +26,31 @@ def stack_counts(metrics_files: dict[str, list[Path]]) -> dict[str, Counter]:
             if not path.exists():
                 continue
             metrics = json.loads(path.read_text())
-            if stage_device(metrics) is None:
-                continue
-            stack = metrics.get("stack")
-            counts[", ".join(f"{k} {stack[k]}" for k in ("python", "torch", "numpy"))
-                   if isinstance(stack, dict) else NOT_RECORDED] += 1
+            if stage_device(metrics) is not None:
+                counts[key(metrics)] += 1
         if counts:
             out[kind] = counts
     return out
+
+
+def device_counts(metrics_files: dict[str, list[Path]]) -> dict[str, Counter]:
+    """``{stage group (e.g. "train@…"): Counter(device -> stages)}`` over the metrics files
+    that exist and hold results (``no-data`` stages ran nothing and are left out)."""
+    return _counts(metrics_files, stage_device)
+
+
+def stack_counts(metrics_files: dict[str, list[Path]]) -> dict[str, Counter]:
+    """``{stage group: Counter("python …, torch …, numpy …" -> stages)}`` over the same files;
+    a file from before stacks were recorded counts as :data:`NOT_RECORDED`."""
+    return _counts(metrics_files, stage_stack)
+
+
+def stage_stack(metrics: dict) -> str:
+    """The software stack a stage's metrics file records, as one label."""
+    stack = metrics.get("stack")
+    if not isinstance(stack, dict):
+        return NOT_RECORDED
+    return ", ".join(f"{k} {stack[k]}" for k in ("python", "torch", "numpy"))
 
 
 def stage_device(metrics: dict) -> str | None:
