@@ -210,7 +210,7 @@ def test_arxiv_experiment_runs_through_the_train_stage(tmp_path, monkeypatch, na
         if key in exp["model_cfg"]:
             exp["model_cfg"][key] = min(exp["model_cfg"][key], 16 if key == "hidden" else 3)
     params = {"table2": {name: exp}, "train": {"seeds": 1}, "device": "cpu", "threads": 1,
-              "jobs": 1}
+              "jobs": 1, "budget_hours": 12}
     stages: list[str] = []
     monkeypatch.setattr(train, "open_stage", lambda stage: stages.append(stage) or params)
     assert train.main(["table2", name, "--raw", str(tmp_path / "raw"),

@@ -112,7 +112,7 @@ def test_train_stage_saves_the_model_energy_measures(tmp_path, monkeypatch):
     (folder / "FETCH.json").write_text(json.dumps({"dataset": "cora", "status": "ok"}))
     entry = dict(RAW)
     params = {"table2": {"tiny": entry}, "train": {"seeds": 2}, "device": "cpu", "threads": 1,
-              "jobs": 2}
+              "jobs": 2, "budget_hours": 12}
     monkeypatch.setattr(train, "open_stage", lambda stage: params)
     argv = ["table2", "tiny", "--raw", str(tmp_path / "raw"), "--out", str(tmp_path)]
     model_file = tmp_path / "models" / "table2" / "tiny.pt"
@@ -148,7 +148,7 @@ def test_other_models_save_their_run_without_weights(tmp_path, monkeypatch):
     (folder / "FETCH.json").write_text(json.dumps({"dataset": "cora", "status": "ok"}))
     gcn = {**RAW, "model": "gcn", "model_cfg": {"layers": 2, "hidden": 16}}
     params = {"table2": {"g": gcn}, "train": {"seeds": 1}, "device": "cpu", "threads": 1,
-              "jobs": 1}
+              "jobs": 1, "budget_hours": 12}
     monkeypatch.setattr(train, "open_stage", lambda stage: params)
     assert train.main(["table2", "g", "--raw", str(tmp_path / "raw"), "--out", str(tmp_path),
                        "--save-model"]) == 0
@@ -163,7 +163,8 @@ def test_a_stage_without_data_saves_why(tmp_path, monkeypatch):
     (tmp_path / "raw" / "cora" / "FETCH.json").write_text(
         json.dumps({"dataset": "cora", "status": "missing", "reason": "no mirror"}))
     params = {"table2": {"tiny": dict(RAW)},
-              "train": {"seeds": 1}, "device": "cpu", "threads": 1, "jobs": 1}
+              "train": {"seeds": 1}, "device": "cpu", "threads": 1, "jobs": 1,
+              "budget_hours": 12}
     monkeypatch.setattr(train, "open_stage", lambda stage: params)
     assert train.main(["table2", "tiny", "--raw", str(tmp_path / "raw"), "--out",
                        str(tmp_path), "--save-model"]) == 0

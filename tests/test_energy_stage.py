@@ -213,7 +213,8 @@ def trained_root(cora_raw, tmp_path_factory) -> Path:
     from twirls.stages import train
 
     out = tmp_path_factory.mktemp("train")
-    params = {**stage_params(), "train": {"seeds": 2}, "device": "cpu", "jobs": 1}
+    params = {**stage_params(), "train": {"seeds": 2}, "device": "cpu", "jobs": 1,
+              "budget_hours": 12}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(train, "open_stage", lambda name: params)
         assert train.main(["table2", "cora-tiny", "--save-model", "--raw", str(cora_raw),

@@ -25,7 +25,8 @@ AMAZON = {
 def run_sweep(tmp_path, monkeypatch, sweep: dict) -> dict:
     from twirls.stages import sweep as stage
 
-    params = {"s": sweep, "threads": 1, "jobs": 1, "train": {"seeds": 1}, "device": "cpu"}
+    params = {"s": sweep, "threads": 1, "jobs": 1, "budget_hours": 12, "train": {"seeds": 1},
+              "device": "cpu"}
     monkeypatch.setattr(stage, "open_stage", lambda name: params)
     monkeypatch.chdir(tmp_path)
     assert stage.main(["s", "--raw", str(tmp_path / "raw")]) == 0
@@ -74,7 +75,7 @@ def test_split_grid_on_missing_data_draws_a_no_data_figure(tmp_path, monkeypatch
     (folder / STATUS_FILE).write_text('{"status": "missing", "reason": "no Dropbox here"}')
     metrics = run_sweep(tmp_path, monkeypatch, AMAZON)
     assert set(metrics.pop("stack")) == {"python", "torch", "numpy"}
-    assert metrics == {"status": "no-data", "points": {}}
+    assert metrics == {"status": "no-data", "reason": "amazon: no Dropbox here", "points": {}}
     assert (tmp_path / "reports" / "figures" / "s.png").stat().st_size > 1000
 
 
@@ -86,6 +87,7 @@ def test_unknown_data_option_is_one_clear_message(tmp_path, monkeypatch, capsys)
     from twirls.stages import sweep as stage
 
     monkeypatch.setattr(stage, "open_stage", lambda name: {"s": sweep, "threads": 1, "jobs": 2,
+                                                          "budget_hours": 12,
                                                           "train": {"seeds": 1}, "device": "cpu"})
     monkeypatch.chdir(tmp_path)
     assert stage.main(["s", "--raw", str(tmp_path / "raw")]) == 1

@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 
 #: top-level keys that live in params.yaml; every other key ``k`` lives in params/<k>.yaml
-SHARED = ("threads", "jobs", "device", "train", "attention", "attack", "fetch", "report")
+SHARED = ("threads", "jobs", "budget_hours", "device", "train", "attention", "attack", "fetch",
+          "report")
 PARAMS_DIR = "params"
 
 

@@ -57,14 +57,21 @@ def attacked_twirls_entry(entry: dict[str, Any], table4: dict[str, Any]) -> dict
 
 
 def table9_entry(table9: dict[str, Any], table4: dict[str, Any], dataset: str, graph: str,
-                 truncation: str) -> dict[str, Any]:
+                 truncation: str, variant: str = "paper") -> dict[str, Any]:
     """One cell of Table 9: TWIRLS on ``graph`` of ``dataset`` with Table 4's hyperparameters for
     the dataset and the truncation ``T = table9.truncations[truncation]`` (a number, ``inf``, or
     ``tau``: T equal to tau) as the entry's attention override; the stage adds Table 9's pinned
-    ``table9.attention``. The row label is ``TWIRLS[T=<truncation>]``."""
+    ``table9.attention``. The row label is ``TWIRLS[T=<truncation>]``. ``variant``: the
+    propagation (``paper`` equations or the authors' ``reference`` code); the cells of
+    ``table9.primary`` fill ``table9.tables.<graph>``, another variant's the extra table
+    ``<that table>-<variant>``."""
     hyper = table4["twirls"][dataset]
+    table = table9["tables"][graph]
+    if variant != table9.get("primary", "paper"):
+        table = f"{table}-{variant}"
     return with_dataset_defaults({
         "dataset": dataset, "graph": graph, "model": "twirls", "seeds": table9["seeds"],
-        "model_cfg": dict(hyper["model_cfg"]), "train_cfg": dict(hyper["train_cfg"]),
+        "model_cfg": {**hyper["model_cfg"], "variant": variant},
+        "train_cfg": dict(hyper["train_cfg"]),
         "attention": {"T": table9["truncations"][truncation]},
-        "cells": {table9["tables"][graph]: f"TWIRLS[T={truncation}]"}})
+        "cells": {table: f"TWIRLS[T={truncation}]"}})

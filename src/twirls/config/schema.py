@@ -26,6 +26,8 @@ ATTACKED_GROUPS = ("variants-attacked",)
 #: single-stage hyperparameter sweeps (``stages/sweep.py``).
 SWEEP_GROUPS = ("table8", "figure2", "figure3", "chains")
 GRAPHS = ("fast", "clean", "prognn")
+#: TWIRLS' propagations (twirls.models.propagation.VARIANTS, named here without importing torch)
+VARIANTS = ("paper", "reference")
 DEVICES = ("auto", "cpu", "cuda")
 ATTACK_IMPLEMENTATIONS = ("fast", "deeprobust", "prognn")
 ATTACKED_DATASETS = ("nettack-cora", "nettack-citeseer")
@@ -253,7 +255,12 @@ def check_table9(path: str, t9: Any) -> None:
     """Table 9's dataset x graph x truncation grid with its pinned attention; a stage passes
     only the keys it declares, so each part is optional."""
     t9 = mapping(path, t9)
-    keys(path, t9, ("datasets", "graphs", "tables", "seeds", "attention", "truncations"))
+    keys(path, t9, ("datasets", "graphs", "tables", "variants", "primary", "seeds", "attention",
+                    "truncations"))
+    if "variants" in t9:
+        names(f"{path}.variants", t9["variants"], VARIANTS, "variant")
+    if "primary" in t9:
+        choose(f"{path}.primary", t9["primary"], tuple(t9.get("variants", VARIANTS)), "variant")
     if "datasets" in t9:
         names(f"{path}.datasets", t9["datasets"], ATTACKED_DATASETS, "dataset")
     if "graphs" in t9:
@@ -429,6 +436,7 @@ def _table12(path: str, value: Any) -> None:
 SECTIONS: dict[str, Callable[[str, Any], None]] = {
     "threads": lambda p, v: number(p, v, integer=True, lo=1),
     "jobs": _jobs,
+    "budget_hours": lambda p, v: number(p, v, lo=0, lo_open=True),
     "device": _device,
     "train": _train,
     "attention": lambda p, v: check_attention(p, v),

@@ -22,7 +22,10 @@ def natural_key(label: object) -> str:
 
 #: extra tables laid out like a paper table (same rows and columns on other graphs).
 LAID_OUT_LIKE = {"attack-clean": "attack", "attack-prognn": "attack",
-                 "truncation-T-prognn": "truncation-T", **COMPARED_WITH}
+                 "truncation-T-prognn": "truncation-T",
+                 **{f"truncation-T{graph}-{variant}": "truncation-T"
+                    for graph in ("", "-prognn") for variant in ("paper", "reference")},
+                 **COMPARED_WITH}
 
 
 def paper_order(paper: pd.DataFrame, table: str, column: str) -> list[str]:

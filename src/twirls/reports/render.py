@@ -37,6 +37,11 @@ EXTRA_TABLES: dict[str, str] = {
     "attack-prognn": "Extra: the models of Table 4 on Pro-GNN's published 20% Meta-Self graphs",
     "truncation-T-prognn": "Extra: Table 9's truncation T on Pro-GNN's published 20% Meta-Self "
                            "graphs",
+    **{f"{table}-{variant}": f"Extra: {what} with the {words}"
+       for table, what in (("truncation-T", "Table 9"),
+                           ("truncation-T-prognn", "Table 9 on Pro-GNN's graphs"))
+       for variant, words in (("reference", "authors' reference code (dgl.nn.TWIRLSConv)"),
+                              ("paper", "paper's equations"))},
     "variant-comparison": "Extra: paper equations vs the authors' reference code "
                           "(dgl.nn.TWIRLSConv) on the same cells",
     "citeseer-alpha-steps-paper-k2": "Extra: Table 8 with the paper's equations, K = 2 (Table 6)",

@@ -39,6 +39,8 @@ COMPARED_WITH = {
     "citeseer-alpha-steps-paper-k1": "citeseer-alpha-steps",
     "citeseer-alpha-steps-reference-k2": "citeseer-alpha-steps",
     "geom-gcn-best-val": "heterophily",
+    "truncation-T-reference": "truncation-T",
+    "truncation-T-paper": "truncation-T",
 }
 #: statuses a stage may set on a cell (others are computed from the paper).
 STAGE_STATUSES = {"", "no-data", "stand-in"}

@@ -23,8 +23,10 @@ import torch  # noqa: E402
 from twirls.models.attention import AttentionSpec, cosine_rho  # noqa: E402
 from twirls.params import load_params  # noqa: E402
 from twirls.reports.figure_file import save_figure  # noqa: E402
+from twirls.stages.cli import entry  # noqa: E402
 
 
+@entry
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("reports/figures"))

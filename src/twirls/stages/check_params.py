@@ -19,12 +19,14 @@ import yaml
 
 from twirls.config.schema import ConfigError, check_params
 from twirls.params import read_all
+from twirls.stages.cli import entry
 from twirls.train.outputs import write_json
 
 #: how to get back the committed params after a rejected value (``-S`` or an edit)
 UNDO = "git checkout -- params.yaml params"
 
 
+@entry
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--params", type=Path, default=None,

@@ -30,6 +30,7 @@ from twirls.data.fetch import (
     read_manifest,
 )
 from twirls.data.registry import STATUS_FILE, needs_fetch
+from twirls.stages.cli import entry
 
 #: FETCH.json statuses that let the pipeline go on; any other status fails the stage.
 GOES_ON = ("ok", "missing")
@@ -65,6 +66,7 @@ def write_status(folder: Path, status: dict[str, Any]) -> None:
     tmp.replace(folder / STATUS_FILE)
 
 
+@entry
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("dataset")

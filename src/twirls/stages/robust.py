@@ -117,9 +117,10 @@ def stage_entries(args: argparse.Namespace
         stage = f"table9@{args.dataset}"
         params = open_stage(stage)
         t9 = params["table9"]
-        entries = {f"{g}-T{t}": with_attention(table9_entry(t9, params["table4"], args.dataset,
-                                                            g, t), t9["attention"])
-                   for g in t9["graphs"] for t in t9["truncations"]}
+        entries = {
+            f"{g}-T{t}" + ("" if v == t9["primary"] else f"-{v}"): with_attention(
+                table9_entry(t9, params["table4"], args.dataset, g, t, v), t9["attention"])
+            for v in t9["variants"] for g in t9["graphs"] for t in t9["truncations"]}
         name = args.dataset
     else:
         if not args.entry:
@@ -127,7 +128,8 @@ def stage_entries(args: argparse.Namespace
         stage = f"{args.group}@{args.entry}"
         params = open_stage(stage)
         entry = attacked_twirls_entry(params[args.group][args.entry], params["table4"])
-        entries = {"": with_attention(entry, params.get("attention") or {})}
+        entries = {"": with_attention(entry, params.get("attention") or {})
+                   if "attention" in entry else {**entry, "split": "attack"}}  # TWIRLS-base
         name = args.entry
     group = stage.split("@")[0]
     return stage, StageOutputs(group, name), {k: {**e, "split": "attack"}

@@ -11,8 +11,6 @@ the data, call the library, write through :class:`StageOutputs`. Library code ra
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,8 @@ from typing import Any
 from twirls.config.schema import check_params
 from twirls.params import load_params
 from twirls.reports.results import Cell, write_cells
+from twirls.stages import cli
+from twirls.stages.cli import Main
 from twirls.train.checkpoint import save_checkpoint
 from twirls.train.loop import SeedsResult
 from twirls.train.outputs import write_history, write_metrics
@@ -94,35 +94,12 @@ def open_stage(stage: str) -> dict[str, Any]:
     return params
 
 
-#: what an interrupted stage prints (one line: what stopped, how to go on or go back)
-INTERRUPTED = ("interrupted: {name}: stopped before it wrote its outputs; `dvc repro` runs it "
-               "again, `git checkout -- dvc.lock results metrics plots reports && dvc checkout` "
-               "brings the committed outputs back")
-
-
-def entry(stage_main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
-    """Wrap a stage's ``main``: a user-facing error (a bad value, a damaged dataset) becomes one
-    line on stderr and exit 1; Ctrl-C (``KeyboardInterrupt``) one line and exit 130."""
+def entry(stage_main: Main) -> Main:
+    """:func:`twirls.stages.cli.entry` that also turns a damaged dataset
+    (:class:`twirls.data.registry.DatasetDamaged`) into one line."""
     from twirls.data.registry import DatasetDamaged
 
-    module = stage_main.__module__
-    if module == "__main__":  # `python -m twirls.stages.<name>`, as dvc.yaml runs it
-        spec = getattr(sys.modules["__main__"], "__spec__", None)
-        module = spec.name if spec is not None else module
-    name = module.rsplit(".", 1)[-1]
-
-    def run(argv: list[str] | None = None) -> int:
-        try:
-            return stage_main(argv)
-        except (ValueError, DatasetDamaged) as exc:
-            print(f"error: {name}: {exc}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print(f"\n{INTERRUPTED.format(name=name)}", file=sys.stderr)
-            return 130
-
-    run.__doc__ = stage_main.__doc__
-    return run
+    return cli.entry(stage_main, errors=(ValueError, DatasetDamaged))
 
 
 def raw_out_parser(description: str | None) -> argparse.ArgumentParser:

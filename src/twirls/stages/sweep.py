@@ -23,6 +23,8 @@ The sweep is the group of the same name in ``params.yaml``::
 Writes ``results/<name>.json`` (cells), ``metrics/<name>.json`` (all points) and
 ``reports/figures/<name>.png``. A curve without ``grid`` is drawn as a horizontal line (e.g. the
 closed-form solution). Grid and data-grid keys together name a point (label, figure axis).
+Before the runs start, one epoch of each configuration is timed (:mod:`twirls.train.budget`):
+over ``budget_hours`` the stage runs nothing and its cells and figure say why.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from twirls.reports.results import Cell, read_paper
 from twirls.reports.sweep_figure import plot_sweep
 from twirls.reports.sweep_points import paper_points
 from twirls.stages.skeleton import StageOutputs, entry, open_stage
+from twirls.train.budget import OverBudget, check_budget
 from twirls.train.device import stage_device
 from twirls.train.experiment import check_model, experiment_runs, metric_name
 from twirls.train.loop import SeedsResult
@@ -101,6 +104,15 @@ def main(argv: list[str] | None = None) -> int:
                 point_runs = experiment_runs(exp, data, seeds, devices[curve], progress=False)
                 planned.append((curve, point, label, table, len(point_runs)))
                 runs += point_runs
+    if runs:
+        try:  # one epoch of each curve timed: over budget_hours, nothing runs
+            check_budget(name, runs, jobs, next(iter(devices.values())), params["budget_hours"])
+        except OverBudget as exc:
+            reason = str(exc)
+            print(f"{name}: {reason}", file=sys.stderr)
+            cells += [Cell(table, sweep["dataset"], label, metric, status="no-data", note=reason)
+                      for _, _, label, table, _ in planned if table]
+            planned, runs = [], []
     done = run_all(runs, jobs, desc=f"{name}: runs", progress=True)
     for curve, point, label, table, count in planned:
         result, done = SeedsResult(done[:count]), done[count:]
@@ -120,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     out.write_cells(cells)
     out.write_metrics(
                {"status": "ok" if not reason else "no-data",
-                **({} if reason else {"device": ", ".join(sorted({str(d) for d in
-                                                                  devices.values()}))}),
+                **({"reason": reason} if reason else {"device": ", ".join(
+                    sorted({str(d) for d in devices.values()}))}),
                 "points": {f"{p['curve']} {p['point']}": round(p["mean"], 3) for p in points}})
     plot_sweep(name, sweep, points, Path("reports/figures") / f"{name}.png", reason, metric,
                paper=paper_points(name, sweep, read_paper()))

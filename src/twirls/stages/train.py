@@ -18,7 +18,9 @@ run's per-epoch history, for ``dvc plots``); with ``--save-model`` (Table 2's st
 ``models/<group>/<name>.pt``, the first run's trained model (:mod:`twirls.train.checkpoint`;
 weights kept for TWIRLS), which the ``energy`` stage studies. If the dataset could never be
 fetched, the cells are ``no-data`` with the fetch's reason; a damaged dataset fails the stage
-instead.
+instead. Before the runs start, one epoch is timed (:mod:`twirls.train.budget`): a stage whose
+estimate on its device exceeds ``budget_hours`` runs nothing, says so, and its cells are
+``no-data`` with the estimate.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import sys
 from twirls.config.entries import train_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
+from twirls.train.budget import OverBudget, check_budget
 from twirls.train.checkpoint import keeps_weights
 from twirls.train.device import stage_device
 from twirls.train.experiment import cells_for, check_model, metric_name, run_experiment
@@ -58,9 +61,16 @@ def main(argv: list[str] | None = None) -> int:
     except DatasetUnavailable as exc:
         reason, metric = str(exc), exp.get("metric", "accuracy")
     if not reason:
-        result = run_experiment(exp, data, seeds, device, jobs=jobs,
-                                keep_first_model=args.save_model and keeps_weights(exp))
-        print(f"{stage}: {result}")
+        try:
+            result = run_experiment(
+                exp, data, seeds, device, jobs=jobs,
+                keep_first_model=args.save_model and keeps_weights(exp),
+                before=lambda runs: check_budget(stage, runs, jobs, device,
+                                                 params["budget_hours"]))
+            print(f"{stage}: {result}")
+        except OverBudget as exc:
+            reason = str(exc)
+            print(f"{stage}: {reason}", file=sys.stderr)
     out.write_cells(cells_for(exp, metric, result, reason))
     out.write_metrics({"status": "no-data", "reason": reason} if result is None else {
         "status": "ok", "device": str(device), **result.summary()})

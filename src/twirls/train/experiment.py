@@ -120,14 +120,18 @@ def _keeping_model(*args: Any) -> tuple[RunResult, dict[str, torch.Tensor]]:
 
 
 def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
-                   progress: bool = True, jobs: int = 1, keep_first_model: bool = False
-                   ) -> SeedsResult:
+                   progress: bool = True, jobs: int = 1, keep_first_model: bool = False,
+                   before: Callable[[list[partial]], Any] | None = None) -> SeedsResult:
     """Every seed on every selected split of ``data`` (:func:`experiment_runs`), in ``jobs``
     worker processes; one :class:`SeedsResult` over all runs, in order. ``progress``: tqdm bars
     on stderr (one over the runs; with one job, also each run's epochs). ``keep_first_model``:
-    also return the first run's trained weights (``SeedsResult.first_model``)."""
+    also return the first run's trained weights (``SeedsResult.first_model``). ``before``:
+    called with the runs (``seed_run`` partials) before any starts, e.g. the stage's budget
+    check (:func:`twirls.train.budget.check_budget`), which may stop the stage."""
     args = _run_args(exp, data, seeds, device, progress=progress and jobs <= 1)
     runs: list[Callable[[], Any]] = [partial(seed_run, *a) for a in args]
+    if before is not None:
+        before(list(runs))
     if keep_first_model and runs:
         runs[0] = partial(_keeping_model, *args[0])
     results = run_all(runs, jobs, desc="runs", progress=progress)
