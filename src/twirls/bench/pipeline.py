@@ -14,6 +14,10 @@
 * ``--recover START --repo DIR``: the stages of a ``--full`` run in ``DIR`` started at ``START``
   (ISO time) that was stopped before it wrote anything, from the times its outputs were written
   (a stage ends when its last output is written, and starts when the one before it ended).
+* ``--full --resume [--target STAGE ...]``: go on with an interrupted ``--full`` run in this
+  checkout: ``dvc repro`` (no ``-f``; only the targets, if given) runs the stages it had not
+  finished, and their seconds join the stored record's (which then lists the commit and
+  ``reference_s`` of each part: the machine may differ).
 """
 
 from __future__ import annotations
@@ -72,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("reports/benchmarks/pipeline.json"))
     parser.add_argument("--full", action="store_true",
                         help="time `dvc repro -f` of everything in this checkout instead")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --full: finish an interrupted --full run (`dvc repro`)")
+    parser.add_argument("--target", action="append", default=[],
+                        help="with --resume: only these stages (and what they need), in parts")
     parser.add_argument("--recover", metavar="START",
                         help="stage times of an interrupted --full run started at START "
                              "(ISO time, e.g. 2026-11-25T09:53:47), from its outputs' times")
@@ -84,8 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     repo = Path.cwd()
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "OUTDATED_IGNORE": "1",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if (args.resume or args.target) and not args.full:
+        parser.error("--resume goes with --full")
+    if args.target and not args.resume:
+        parser.error("--target goes with --resume")
     if args.full:
-        return full_repro(repo, env, args.out)
+        return full_repro(repo, env, args.out, resume=args.resume, targets=args.target)
     with tempfile.TemporaryDirectory() as tmp:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
@@ -110,24 +122,46 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def full_repro(repo: Path, env: dict[str, str], out: Path) -> int:
+def full_repro(repo: Path, env: dict[str, str], out: Path, resume: bool = False,
+               targets: list[str] | None = None) -> int:
     """``dvc repro -f`` here; its seconds and per-stage seconds merged into ``out``. The stages
     finished so far are written after each one (``"complete": false``), so an interrupted run
-    keeps what it measured."""
+    keeps what it measured. ``resume``: ``dvc repro`` of what such a run left, its stages added
+    to the stored ones and each part's header kept under ``parts``; ``targets``: only those
+    stages (and the changed stages they need); the record stays ``complete: false``."""
     head = run_header(repo) | {"load_before": round(os.getloadavg()[0], 2)}
+    done: dict[str, float] = {}
+    parts: list[dict[str, Any]] = []
+    if resume:
+        old = json.loads(out.read_text()).get("full_repro") if out.is_file() else None
+        if not old or old.get("complete", True):
+            raise SystemExit(f"--resume: {out} holds no interrupted --full run to go on with")
+        done = old["stages"]
+        parts = old.get("parts") or [{k: v for k, v in old.items()
+                                      if k not in ("stages", "slowest", "parts")}]
+        head["parts"] = parts + [dict(head)]
     cpu_before = children_cpu_seconds()
 
     def partial(stages: dict[str, float]) -> None:
+        both = done | stages
         store_full_repro(out, head | {"complete": False,
-                                      "seconds_so_far": round(sum(stages.values()), 2),
-                                      "stages": stages}, announce=False)
+                                      "seconds_so_far": round(sum(both.values()), 2),
+                                      "stages": both}, announce=False)
 
-    total, stages, _ = timed(["dvc", "repro", "-f"], repo, env, on_stage=partial)
+    cmd = ["dvc", "repro", *(targets or [])] if resume else ["dvc", "repro", "-f"]
+    total, stages, _ = timed(cmd, repo, env, on_stage=partial)
+    stages = done | stages
+    if targets:
+        partial(stages)
+        return 0
+    total = round(total + sum(done.values()), 2) if resume else total
     run = head | {"complete": True, "load_after": round(os.getloadavg()[0], 2),
                   "cpu_s": round(children_cpu_seconds() - cpu_before, 1),
                   "peak_rss_gb": children_peak_rss_gb(),
                   "seconds": total, "hours": round(total / 3600, 2), "stages": stages,
                   "slowest": slowest(stages)}
+    if resume:
+        run["cpu_s_note"] = "cpu_s counts the last part only"
     store_full_repro(out, run)
     return 0
 
