@@ -61,3 +61,20 @@ def test_the_committed_report_is_what_the_report_stage_makes_of_the_committed_ce
     assert report.main(["--reports", str(out), "--headline", str(out / "headline.json")]) == 0
     for rel in ("results.csv", "README.md", "headline.json"):
         assert (out / rel).read_text() == (REPO / "reports" / rel).read_text(), rel
+
+
+def test_the_report_stage_declares_exactly_the_files_it_writes(tmp_path, monkeypatch):
+    """dvc.yaml's outputs of `report` are the files the stage writes from the committed cells
+    (a new table, or Table 9's other variant, must be declared, and nothing else)."""
+    import yaml
+
+    out = tmp_path / "reports"
+    out.mkdir()
+    monkeypatch.chdir(REPO)
+    assert report.main(["--reports", str(out), "--headline", str(out / "headline.json")]) == 0
+    written = {f"reports/{p.relative_to(out).as_posix()}" for p in out.rglob("*") if p.is_file()}
+    stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["report"]
+    declared = {next(iter(o)) if isinstance(o, dict) else o
+                for o in stage["outs"] + stage.get("metrics", [])}
+    assert sorted(written - declared) == [], "written, not declared in dvc.yaml"
+    assert sorted(declared - written) == [], "declared in dvc.yaml, not written"

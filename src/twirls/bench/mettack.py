@@ -25,7 +25,9 @@ import numpy as np
 import torch
 
 from twirls.attack import surrogate as sur
+from twirls.bench.calibrate import reference_seconds
 from twirls.data import nettack
+from twirls.train.outputs import stack
 
 
 def _load(raw: Path, dataset: str):
@@ -122,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fast: {fast['seconds_per_flip']:.3f} s/flip", file=sys.stderr)
     dr = _in_child("deeprobust", *common, args.dr_flips, targets, rng_state, args.threads)
     print(f"deeprobust: {dr['seconds_per_flip']:.1f} s/flip", file=sys.stderr)
+    reference_s = reference_seconds()  # the machine's speed, to compare records by
     agree = 0
     for a, b in zip(dr["flips"], fast["flips"], strict=False):
         if a != b:
@@ -130,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "dataset": args.dataset, "nodes": int(adj.shape[0]), "edges": int(adj.sum() // 2),
         "torch_threads": args.threads, "cpu_count": os.cpu_count(),
-        "load_average_at_end": list(os.getloadavg()),
+        "load_average_at_end": list(os.getloadavg()), "stack": stack(),
+        "reference_s": reference_s,
         "speedup": dr["seconds_per_flip"] / fast["seconds_per_flip"],
         "leading_flips_agree": agree, "flips_compared": len(dr["flips"]),
         "surrogate_prediction_agreement_with_deeprobust": _deeprobust_surrogate_agreement(

@@ -41,7 +41,7 @@ EXTRA_TABLES: dict[str, str] = {
        for table, what in (("truncation-T", "Table 9"),
                            ("truncation-T-prognn", "Table 9 on Pro-GNN's graphs"))
        for variant, words in (("reference", "authors' reference code (dgl.nn.TWIRLSConv)"),
-                              ("paper", "paper's equations"))},
+                              ("paper", "paper's equations"))},  # the variant not primary
     "variant-comparison": "Extra: paper equations vs the authors' reference code "
                           "(dgl.nn.TWIRLSConv) on the same cells",
     "citeseer-alpha-steps-paper-k2": "Extra: Table 8 with the paper's equations, K = 2 (Table 6)",
@@ -51,6 +51,10 @@ EXTRA_TABLES: dict[str, str] = {
                          "instead of its authors'",
 }
 
+
+#: extra tables written only when they have cells (Table 9's other variant: ``table9.primary``)
+OPTIONAL_TABLES = {f"truncation-T{graph}-{variant}" for graph in ("", "-prognn")
+                   for variant in ("paper", "reference")}
 
 STATS_TABLE = "dataset-statistics"
 #: metrics that are counts: printed as integers with thousands separators.
@@ -315,6 +319,8 @@ def write_index(results: pd.DataFrame, reports: Path, figures_made: set[str],
     lines += [*(claims_section or []), "## Tables", "",
               "| table | files | cells by status |", "|---|---|---|"]
     for table, title in titles.items():
+        if table in OPTIONAL_TABLES and not (results["table"] == table).any():
+            continue  # e.g. Table 9 with the primary variant: its cells are in Table 9 itself
         counts = write_table(results, table, reports / "tables", explanations, paper)
         files = " · ".join(f"[{ext}](tables/{table}.{ext})" for ext in ("md", "csv", "tex"))
         lines.append(f"| {title} | {files} | "
