@@ -271,3 +271,19 @@ def test_stage_graph_collapses_to_families_for_mermaid():
     text = mermaid(sizes, edges)
     assert text.startswith("flowchart LR\n") and '["fetch@ x 2"]' in text
     assert text.count("-->") == 3
+
+
+def test_table9s_primary_variant_fills_the_table_and_the_other_sits_beside_it():
+    """The table9 stage writes the paper variant's cells to truncation-T(-prognn) and the
+    reference's to ...-reference; the report moves them by `table9.primary`."""
+    from twirls.reports.results import Cell, with_primary
+
+    paper = Cell("truncation-T", "nettack-cora", "TWIRLS[T=2]", "accuracy", 70.0,
+                 extra={"variant": "paper"})
+    ref = Cell("truncation-T-prognn-reference", "nettack-cora", "TWIRLS[T=2]", "accuracy", 71.0,
+               extra={"variant": "reference"})
+    other = Cell("attack", "nettack-cora", "TWIRLS", "accuracy", 1.0, extra={"variant": "paper"})
+    assert [with_primary(c, "paper").table for c in (paper, ref, other)] == [
+        "truncation-T", "truncation-T-prognn-reference", "attack"]
+    assert [with_primary(c, "reference").table for c in (paper, ref, other)] == [
+        "truncation-T-paper", "truncation-T-prognn", "attack"]

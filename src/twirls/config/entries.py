@@ -62,13 +62,11 @@ def table9_entry(table9: dict[str, Any], table4: dict[str, Any], dataset: str, g
     the dataset and the truncation ``T = table9.truncations[truncation]`` (a number, ``inf``, or
     ``tau``: T equal to tau) as the entry's attention override; the stage adds Table 9's pinned
     ``table9.attention``. The row label is ``TWIRLS[T=<truncation>]``. ``variant``: the
-    propagation (``paper`` equations or the authors' ``reference`` code); the cells of
-    ``table9.primary`` fill ``table9.tables.<graph>``, another variant's the extra table
-    ``<that table>-<variant>``."""
+    propagation (``paper`` equations or the authors' ``reference`` code); the paper variant's
+    cells go to ``table9.tables.<graph>``, the reference's to ``<that table>-reference``, and the
+    report puts ``table9.primary``'s in the table (:func:`twirls.reports.results.with_primary`)."""
     hyper = table4["twirls"][dataset]
-    table = table9["tables"][graph]
-    if variant != table9.get("primary", "paper"):
-        table = f"{table}-{variant}"
+    table = table9["tables"][graph] + ("" if variant == "paper" else f"-{variant}")
     return with_dataset_defaults({
         "dataset": dataset, "graph": graph, "model": "twirls", "seeds": table9["seeds"],
         "model_cfg": {**hyper["model_cfg"], "variant": variant},

@@ -16,7 +16,7 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -68,6 +68,21 @@ def write_cells(path: Path, cells: list[Cell]) -> None:
     tmp = path.with_name(path.name + ".part")
     tmp.write_text(json.dumps([asdict(c) for c in cells], indent=1) + "\n")
     os.replace(tmp, path)
+
+
+#: tables whose cells run in both variants, the primary one in the table, the other beside it
+#: (``<table>-<variant>``): Table 9 on our graph and on Pro-GNN's (``table9.primary``)
+VARIANT_TABLES = ("truncation-T", "truncation-T-prognn")
+
+
+def with_primary(cell: Cell, primary: str) -> Cell:
+    """``cell`` in its table of :data:`VARIANT_TABLES` if its variant (``extra.variant``) is
+    ``primary``, else in ``<table>-<variant>``; any other cell unchanged."""
+    variant = cell.extra.get("variant", "paper")
+    base = cell.table.removesuffix(f"-{variant}")
+    if base not in VARIANT_TABLES:
+        return cell
+    return replace(cell, table=base if variant == primary else f"{base}-{variant}")
 
 
 def read_cells(path: Path) -> list[Cell]:

@@ -27,7 +27,7 @@ from twirls.reports.devices import device_counts, device_lines, stack_counts
 from twirls.reports.explanations import read_explanations
 from twirls.reports.headline import headline, write_headline
 from twirls.reports.render import TABLES, write_atomic, write_index
-from twirls.reports.results import COLUMNS, build_results, read_cells, read_paper
+from twirls.reports.results import COLUMNS, build_results, read_cells, read_paper, with_primary
 from twirls.reports.scorecard import PAPER_STATUSES, scorecard, totals
 from twirls.reports.sweep_points import read_sweep_points
 from twirls.stages.skeleton import entry, open_stage
@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     for path in missing:  # only when stages were run one by one; `dvc repro` runs them all
         print(f"report: {path} not written yet (its stage has not run); its cells stay "
               f"paper-only", file=sys.stderr)
-    cells = [c for path in files if path.exists() for c in read_cells(path)]
+    primary = declared["table9"].get("primary", "paper")  # Table 9's variant (the rule: docs)
+    cells = [with_primary(c, primary) for path in files if path.exists()
+             for c in read_cells(path)]
     results = build_results(cells, read_paper())
     # numbers are rounded only where they are shown
     write_atomic(args.reports / "results.csv",

@@ -118,7 +118,7 @@ def stage_entries(args: argparse.Namespace
         params = open_stage(stage)
         t9 = params["table9"]
         entries = {
-            f"{g}-T{t}" + ("" if v == t9["primary"] else f"-{v}"): with_attention(
+            f"{g}-T{t}" + ("" if v == "paper" else f"-{v}"): with_attention(
                 table9_entry(t9, params["table4"], args.dataset, g, t, v), t9["attention"])
             for v in t9["variants"] for g in t9["graphs"] for t in t9["truncations"]}
         name = args.dataset
