@@ -63,6 +63,37 @@ def test_full_repro_keeps_the_everyday_numbers(tmp_path, monkeypatch):
     assert list(data["full_repro"]["slowest"]) == ["table8", "fetch@cora"]
 
 
+def test_resume_goes_on_with_an_interrupted_run_and_keeps_both_parts(tmp_path, monkeypatch):
+    """--resume: `dvc repro` (no -f; only the targets when given) after an interrupted --full
+    run; the stages of both parts add up and each part's header is kept."""
+    out = tmp_path / "pipeline.json"
+    out.write_text(json.dumps({"full_repro": {"complete": False, "commit": "abc",
+                                              "reference_s": {"python": 0.4},
+                                              "stages": {"fetch@cora": 2.0, "table8": 1000.0}}}))
+    commands = []
+
+    def fake_timed(cmd, cwd, env, on_stage):
+        commands.append(cmd)
+        on_stage({"table9@nettack-cora": 300.0})
+        return 400.0, {"table9@nettack-cora": 300.0, "report": 100.0}, ""
+
+    monkeypatch.setattr(pipeline, "timed", fake_timed)
+    repo = Path(__file__).parents[1]
+    assert pipeline.full_repro(repo, {}, out, resume=True, targets=["table9@nettack-cora"]) == 0
+    data = json.loads(out.read_text())["full_repro"]
+    assert commands[-1] == ["dvc", "repro", "table9@nettack-cora"]
+    assert data["complete"] is False and data["seconds_so_far"] == 1402.0
+    assert [part["commit"] for part in data["parts"]][0] == "abc" and len(data["parts"]) == 2
+    assert pipeline.full_repro(repo, {}, out, resume=True) == 0
+    data = json.loads(out.read_text())["full_repro"]
+    assert commands[-1] == ["dvc", "repro"]
+    assert data["complete"] is True and data["seconds"] == 1402.0 + 400.0
+    assert list(data["stages"]) == ["fetch@cora", "table8", "table9@nettack-cora", "report"]
+    out.write_text(json.dumps({"full_repro": data}))
+    with pytest.raises(SystemExit, match="no interrupted --full run"):
+        pipeline.full_repro(repo, {}, out, resume=True)
+
+
 def test_full_repro_records_the_largest_child_process(tmp_path, monkeypatch):
     # a stage that holds ~300 MB must show in the record (ru_maxrss: the largest child so far)
     def fake_timed(cmd, cwd, env, on_stage):
