@@ -1,7 +1,8 @@
 """Full-batch training with model selection on validation accuracy (the paper's protocol).
 
 One run (:func:`train_run`): Adam with L2 weight decay (``torch.optim.Adam(weight_decay=…)``, as
-the reference), ``epochs`` full-batch steps on the training nodes, and after every step one
+the reference), ``epochs`` full-batch steps on the training nodes (a model with a
+``loss_nodes(train)`` method, only SSE, picks each step's labelled batch), and after every step one
 evaluation of all nodes in eval mode under ``torch.no_grad()``. The reported numbers are those
 of the epoch with the best validation score (ties go to the later epoch, as in the reference's
 ``best <= now``); when the split has no validation nodes (Amazon) those of the last epoch.
@@ -223,10 +224,13 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
     bar = tqdm(total=cfg.epochs, desc=desc or type(model).__name__, disable=not cfg.progress,
                leave=False, dynamic_ncols=True)
     stop = False
+    # SSE samples the labelled nodes of each parameter update; every other model takes them all
+    sample_rows = getattr(model, "loss_nodes", None)
     for epoch in range(cfg.epochs):
         model.train()
         optimizer.zero_grad()
-        loss = _loss(model(ops, x)[split.train], labels[split.train])
+        rows = split.train if sample_rows is None else sample_rows(split.train)
+        loss = _loss(model(ops, x)[rows], labels[rows])
         loss.backward()
         optimizer.step()
         scores = evaluate_tensor(model, ops, x, labels, split, val_loss=geom is not None)
