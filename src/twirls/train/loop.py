@@ -3,9 +3,9 @@
 One run (:func:`train_run`): Adam with L2 weight decay (``torch.optim.Adam(weight_decay=…)``, as
 the reference), ``epochs`` full-batch steps on the training nodes (a model with a
 ``loss_nodes(train)`` method, only SSE, picks each step's labelled batch; a model with a
-``divergence`` note, only SSE, is stopped with ``FloatingPointError`` at its first epoch with a
-non-finite training loss, and none of its epochs is scored), and after every step one
-evaluation of all nodes in eval mode under ``torch.no_grad()``. The reported numbers are those
+``divergence`` note, only SSE, is stopped at its first epoch with a non-finite training loss,
+a ``ValueError`` that the stage prints in one line, and none of its epochs is scored), and after
+every step one evaluation of all nodes in eval mode under ``torch.no_grad()``. The reported numbers are those
 of the epoch with the best validation score (ties go to the later epoch, as in the reference's
 ``best <= now``); when the split has no validation nodes (Amazon) those of the last epoch.
 
@@ -233,8 +233,8 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
     for epoch in range(cfg.epochs):
         model.train()
         optimizer.zero_grad()
-        rows = split.train if sample_rows is None else sample_rows(split.train)
-        loss = _loss(model(ops, x)[rows], labels[rows])
+        batch = split.train if sample_rows is None else sample_rows(split.train)
+        loss = _loss(model(ops, x)[batch], labels[batch])
         loss.backward()
         optimizer.step()
         scores = evaluate_tensor(model, ops, x, labels, split, val_loss=geom is not None)
@@ -247,7 +247,7 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
         for offset, row in enumerate(rows):
             record = {"epoch": first + offset, **dict(zip(names, row, strict=True))}
             if divergence is not None and not math.isfinite(record["loss"]):
-                raise FloatingPointError(
+                raise ValueError(
                     f"train_run: {type(model).__name__} diverged at epoch {record['epoch']} "
                     f"(training loss {record['loss']}): {divergence}; the run is stopped and "
                     "none of its epochs is scored")

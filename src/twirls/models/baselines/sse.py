@@ -47,7 +47,7 @@ table grows until it overflows float32.
 **The guard** (both variants): a training step whose table has an entry that is not finite or
 exceeds ``table_limit`` in magnitude (default 10^6, far above the bound, far below float32's
 3.4·10^38) gives NaN logits, computed on the device without a host read; the shared loop stops
-such a run with ``FloatingPointError`` at that epoch and scores none of its epochs (the model's
+such a run with a ``ValueError`` at that epoch and scores none of its epochs (the model's
 ``divergence`` note), so a diverging run is never reported from an epoch before its overflow.
 
 **Damped fixed-point update** of a set ``S`` of nodes (the SSE paper; ``α`` the weight of the new
