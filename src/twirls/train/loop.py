@@ -5,9 +5,10 @@ the reference), ``epochs`` full-batch steps on the training nodes (a model with 
 ``loss_nodes(train)`` method, only SSE, picks each step's labelled batch; a model with a
 ``divergence`` note, only SSE, is stopped at its first epoch with a non-finite training loss,
 a ``ValueError`` that the stage prints in one line, and none of its epochs is scored), and after
-every step one evaluation of all nodes in eval mode under ``torch.no_grad()``. The reported numbers are those
-of the epoch with the best validation score (ties go to the later epoch, as in the reference's
-``best <= now``); when the split has no validation nodes (Amazon) those of the last epoch.
+every step one evaluation of all nodes in eval mode under ``torch.no_grad()``. The reported
+numbers are those of the epoch with the best validation score (ties go to the later epoch, as in
+the reference's ``best <= now``); when the split has no validation nodes (Amazon) those of the
+last epoch.
 
 The score is accuracy for ``(n,)`` class labels, and IGNN's micro-F1 for ``(n, C)`` 0/1 label
 rows (loss: BCE with logits; macro-F1 is recorded as ``extra["macro_f1"]``).
