@@ -92,6 +92,8 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("graphsage", "graphsage", {"layers": 2, "hidden": 16}),
     ("geom-gcn", "geom-gcn", {"embedding": "poincare", "hidden": 8, "heads": 2}),
     ("ignn", "ignn", {"hidden": 16, "kappa": 0.9}),
+    ("sse", "sse", {"hidden": 16, "aggregate": "mean", "updates": 3, "update_batch": 64,
+                    "batch_size": 32}),
 ]
 CASE_IDS = [case for case, _, _ in CASES]
 

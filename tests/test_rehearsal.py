@@ -206,6 +206,21 @@ def test_budget_params_change_only_the_budget():
         check_params(plans[stage].params(real, 1))  # the schema accepts the budget params
 
 
+def test_sse_figure3_curve_is_rehearsed_alone_at_full_size():
+    """Figure 3's SSE curve gets its own plan like the other curves: its 5000 steps, 5 ratios x
+    3 seeds in the real run, one step on the first ratio in the rehearsal (schema-valid)."""
+    real = read_all(REPO)
+    plan = {p.stage: p for p in all_plans(real)}["figure3[SSE]"]
+    assert (plan.kind, plan.dataset, plan.name) == ("sweep", "amazon", "SSE")
+    assert plan.full["epochs"] == real["figure3"]["curves"]["SSE"]["train_cfg"]["epochs"]
+    assert plan.full["runs"] == 15 and plan.runs_per_epoch == 1
+    budget = plan.params(real, 1)
+    assert list(budget["figure3"]["curves"]) == ["SSE"]
+    assert budget["figure3"]["curves"]["SSE"]["model_cfg"] == \
+        real["figure3"]["curves"]["SSE"]["model_cfg"]
+    check_params(budget)
+
+
 def test_table12_plan_budget():
     real = read_all(REPO)
     plan = {p.stage: p for p in all_plans(real)}["table12"]

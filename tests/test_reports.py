@@ -113,13 +113,23 @@ def test_index_lists_every_table_and_figure(tmp_path):
             assert (tmp_path / "tables" / f"{table}.{ext}").exists()
     for title in FIGURES.values():
         assert title in index
-    # a curve the paper draws and no stage runs is said, with why
-    assert "- SSE (Figure 3 and appendix figure): not built: its authors'" in index
+    # every curve the paper draws is run (SSE was the last missing one): said so
+    assert "Curves the paper draws that no stage runs: none.\n" in index
     assert "[cosine-rho.png](figures/cosine-rho.png)" in index
     cws = (tmp_path / "tables" / "cws.md").read_text()
     assert "no data (56.68 ± 2.81)" in cws and "- pku (MLP): missing" in cws
     tex = (tmp_path / "tables" / "cws.tex").read_text()
     assert r"\begin{tabular}" in tex and r"$\pm$" in tex
+
+
+def test_index_names_a_curve_no_stage_runs_with_why(tmp_path, monkeypatch):
+    from twirls.reports import render
+
+    monkeypatch.setattr(render, "NOT_BUILT", {"figure3": [("XYZ", "not built: no code")]})
+    write_index(build_results([], read_paper()), tmp_path, figures_made=set())
+    index = (tmp_path / "README.md").read_text()
+    assert ("Curves the paper draws that no stage runs:\n\n- XYZ (Figure 3 and appendix "
+            "figure): not built: no code.\n") in index
 
 
 def test_index_claims_only_figures_that_exist(tmp_path):

@@ -32,6 +32,7 @@ from twirls.models.baselines import (
     IGNN,
     MLP,
     SGC,
+    SSE,
     GCNIIDense,
     GeomGCN,
     GraphSAGE,
@@ -58,6 +59,7 @@ MODELS: dict[str, Any] = {
     "h2gcn": H2GCN,
     "geom-gcn": GeomGCN,
     "ignn": IGNN,
+    "sse": SSE,
 }
 
 

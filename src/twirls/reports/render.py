@@ -332,9 +332,10 @@ def write_index(results: pd.DataFrame, reports: Path, figures_made: set[str],
         status = ("no data (the figure says why)" if fig in figures_no_data
                   else "generated" if made else "not generated yet")
         lines.append(f"| {title} | {link} | {status} |")
-    lines += ["", "Curves the paper draws that no stage runs:", ""]
-    lines += [f"- {curve} ({FIGURES[fig].split(':')[0]}): {why}."
-              for fig, missing in NOT_BUILT.items() for curve, why in missing]
+    missing = [f"- {curve} ({FIGURES[fig].split(':')[0]}): {why}."
+               for fig, curves in NOT_BUILT.items() for curve, why in curves]
+    lines += ["", "Curves the paper draws that no stage runs:" + ("" if missing else " none."),
+              *([""] + missing if missing else [])]
     lines += ["", "All cells: [results.csv](results.csv). Dataset statistics with how each count "
               "was made, homophily and splits: [tables/datasets.md](tables/datasets.md).", "",
               *(device_section or [])]

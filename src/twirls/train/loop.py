@@ -1,10 +1,14 @@
 """Full-batch training with model selection on validation accuracy (the paper's protocol).
 
 One run (:func:`train_run`): Adam with L2 weight decay (``torch.optim.Adam(weight_decay=…)``, as
-the reference), ``epochs`` full-batch steps on the training nodes, and after every step one
-evaluation of all nodes in eval mode under ``torch.no_grad()``. The reported numbers are those
-of the epoch with the best validation score (ties go to the later epoch, as in the reference's
-``best <= now``); when the split has no validation nodes (Amazon) those of the last epoch.
+the reference), ``epochs`` full-batch steps on the training nodes (a model with a
+``loss_nodes(train)`` method, only SSE, picks each step's labelled batch; a model with a
+``divergence`` note, only SSE, is stopped at its first epoch with a non-finite training loss,
+a ``ValueError`` that the stage prints in one line, and none of its epochs is scored), and after
+every step one evaluation of all nodes in eval mode under ``torch.no_grad()``. The reported
+numbers are those of the epoch with the best validation score (ties go to the later epoch, as in
+the reference's ``best <= now``); when the split has no validation nodes (Amazon) those of the
+last epoch.
 
 The score is accuracy for ``(n,)`` class labels, and IGNN's micro-F1 for ``(n, C)`` 0/1 label
 rows (loss: BCE with logits; macro-F1 is recorded as ``extra["macro_f1"]``).
@@ -223,10 +227,15 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
     bar = tqdm(total=cfg.epochs, desc=desc or type(model).__name__, disable=not cfg.progress,
                leave=False, dynamic_ncols=True)
     stop = False
+    # SSE samples the labelled nodes of each parameter update; every other model takes them all
+    sample_rows = getattr(model, "loss_nodes", None)
+    # a model that names how it diverges (only SSE) is stopped, unscored, at a non-finite loss
+    divergence = getattr(model, "divergence", None)
     for epoch in range(cfg.epochs):
         model.train()
         optimizer.zero_grad()
-        loss = _loss(model(ops, x)[split.train], labels[split.train])
+        batch = split.train if sample_rows is None else sample_rows(split.train)
+        loss = _loss(model(ops, x)[batch], labels[batch])
         loss.backward()
         optimizer.step()
         scores = evaluate_tensor(model, ops, x, labels, split, val_loss=geom is not None)
@@ -238,6 +247,11 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
         pending = []
         for offset, row in enumerate(rows):
             record = {"epoch": first + offset, **dict(zip(names, row, strict=True))}
+            if divergence is not None and not math.isfinite(record["loss"]):
+                raise ValueError(
+                    f"train_run: {type(model).__name__} diverged at epoch {record['epoch']} "
+                    f"(training loss {record['loss']}): {divergence}; the run is stopped and "
+                    "none of its epochs is scored")
             history.append(record)
             if geom is not None:  # the last epoch is reported; patience as Geom-GCN counts it
                 best, best_epoch = record, record["epoch"]

@@ -15,6 +15,7 @@ from twirls.models.baselines.ignn import IGNN
 from twirls.models.baselines.jknet import JKNet
 from twirls.models.baselines.mlp import MLP
 from twirls.models.baselines.sgc import SGC
+from twirls.models.baselines.sse import SSE
 
 __all__ = ["APPNP", "DAGNN", "GAT", "GCN", "GCNII", "GCNIIDense", "GraphSAGE", "H2GCN", "JKNet",
-           "MLP", "SGC", "IGNN", "GeomGCN"]
+           "MLP", "SGC", "SSE", "IGNN", "GeomGCN"]
