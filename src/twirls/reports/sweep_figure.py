@@ -41,13 +41,21 @@ def _xscale(fig_cfg: dict[str, Any], xs: list[float]) -> str:
 def plot_sweep(name: str, sweep: dict[str, Any], points: list[dict[str, Any]], out: Path,
                reason: str = "", metric: str = "accuracy",
                paper: list[dict[str, Any]] | None = None) -> None:
-    """Draw ``points`` (``{"curve", "point": {grid key: value}, "scores": {metric: (mean,
+    """:func:`draw_sweep`, written to ``out``."""
+    save_figure(draw_sweep(name, sweep, points, reason, metric, paper), out)
+
+
+def draw_sweep(name: str, sweep: dict[str, Any], points: list[dict[str, Any]],
+               reason: str = "", metric: str = "accuracy",
+               paper: list[dict[str, Any]] | None = None):
+    """The figure of ``points`` (``{"curve", "point": {grid key: value}, "scores": {metric: (mean,
     std)}}``) against ``figure.x``: one line per curve and per value of the other grid keys; a
     curve without a grid along x is a horizontal line. ``figure.panels`` lists metrics drawn
     side by side (default: ``metric``); ``figure.curves`` the curves drawn (default: all).
     ``paper`` (see :mod:`twirls.reports.sweep_points`):
     the paper's values, drawn in the colour of the matching line. Without data (``reason``),
-    a figure that says why."""
+    a figure that says why. One legend for all panels, outside the axes on the right, so it
+    hides no point."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -99,9 +107,15 @@ def plot_sweep(name: str, sweep: dict[str, Any], points: list[dict[str, Any]], o
         ax.set_ylabel(f"test {label} (%)")
         ax.set_title(fig_cfg.get("title", name) if len(panels) == 1
                      else f"{fig_cfg.get('title', name)}: {label}")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
-    save_figure(fig, out)
+    legend: dict[str, Any] = {}
+    for ax in axes[0]:
+        for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(text, handle)
+    if legend:  # ours first, then the paper's
+        legend = dict(sorted(legend.items(), key=lambda kv: kv[0].startswith("paper: ")))
+        axes[0][-1].legend(list(legend.values()), list(legend), fontsize=7, loc="upper left",
+                           bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    return fig
 
 
 def _overlay_paper(ax, paper: list[dict[str, Any]], x: str, colors: dict[tuple, str]) -> None:
