@@ -208,11 +208,13 @@ def test_ctrl_c_in_a_running_stage_prints_one_line(repo):
     """A real SIGINT to the process group of ``dvc repro`` (what Ctrl-C sends) while a stage
     trains: one line from the stage saying how to go on or go back, no traceback, no worker
     left running. Runs last: the interrupted stage's outputs are gone afterwards."""
-    table2 = repo / "params" / "table2.yaml"
-    good = table2.read_text()
+    table2, shared = repo / "params" / "table2.yaml", repo / "params.yaml"
+    good, good_shared = table2.read_text(), shared.read_text()
     params = yaml.safe_load(good)
     params["table2"]["cora-twirls-base-k2"]["train_cfg"].update(epochs=10**6, patience=10**6)
     table2.write_text(yaml.safe_dump(params))
+    # a million epochs is over any budget: let the stage start them (budget_hours)
+    shared.write_text(yaml.safe_dump({**yaml.safe_load(good_shared), "budget_hours": 10**9}))
     proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "table2@cora-twirls-base-k2"],
                             cwd=repo, env=e2e_env(repo), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
@@ -233,6 +235,7 @@ def test_ctrl_c_in_a_running_stage_prints_one_line(repo):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         table2.write_text(good)
+        shared.write_text(good_shared)
     out = "".join(seen)
     assert proc.returncode != 0
     assert "Traceback" not in out, out[-3000:]

@@ -52,7 +52,8 @@ EXTRA_TABLES: dict[str, str] = {
 }
 
 
-#: extra tables written only when they have cells (Table 9's other variant: ``table9.primary``)
+#: Table 9's extra tables per variant: the report writes those of the variant that is not
+#: ``table9.primary`` (empty when that variant did not run), never those of the primary
 OPTIONAL_TABLES = {f"truncation-T{graph}-{variant}" for graph in ("", "-prognn")
                    for variant in ("paper", "reference")}
 
@@ -303,12 +304,14 @@ def write_index(results: pd.DataFrame, reports: Path, figures_made: set[str],
                 explanations: pd.DataFrame | None = None,
                 figures_no_data: set[str] = frozenset(),
                 device_section: list[str] | None = None,
-                claims_section: list[str] | None = None) -> None:
+                claims_section: list[str] | None = None,
+                primary: str = "paper") -> None:
     """``reports/README.md``: the scorecard (cells per status, per paper table), then
     ``claims_section`` (the paper's claims with their verdicts), every table (paper order, then
     our extra tables) and figure of the paper with its status (``figures_no_data``: drawn, but
     their data could not be fetched; the figure says why), then ``device_section`` (where the
-    numbers were computed)."""
+    numbers were computed). ``primary``: Table 9's variant (its cells are in Table 9 itself, so
+    the extra tables named after it are not written; the other variant's always are)."""
     paper = read_paper()
     titles = {**TABLES, **EXTRA_TABLES}
     lines = ["# Reproduction report", "",
@@ -319,8 +322,8 @@ def write_index(results: pd.DataFrame, reports: Path, figures_made: set[str],
     lines += [*(claims_section or []), "## Tables", "",
               "| table | files | cells by status |", "|---|---|---|"]
     for table, title in titles.items():
-        if table in OPTIONAL_TABLES and not (results["table"] == table).any():
-            continue  # e.g. Table 9 with the primary variant: its cells are in Table 9 itself
+        if table in OPTIONAL_TABLES and table.endswith(f"-{primary}"):
+            continue  # Table 9's primary variant: its cells are in Table 9 itself
         counts = write_table(results, table, reports / "tables", explanations, paper)
         files = " · ".join(f"[{ext}](tables/{table}.{ext})" for ext in ("md", "csv", "tex"))
         lines.append(f"| {title} | {files} | "

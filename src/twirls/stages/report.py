@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 read_explanations(results),
                 sweeps_without_data(args.metrics, set(SWEEP_GROUPS)),
                 device_lines(device_counts(metrics_files), stack_counts(metrics_files)),
-                claims_lines(judged))
+                claims_lines(judged), primary=primary)
     paper_totals = totals(scorecard(results, list(TABLES)))
     write_headline(args.headline, headline(results, paper_totals))
     print(count_line(results, paper_totals))
