@@ -64,8 +64,9 @@ def test_full_repro_keeps_the_everyday_numbers(tmp_path, monkeypatch):
 
 
 def test_resume_goes_on_with_an_interrupted_run_and_keeps_both_parts(tmp_path, monkeypatch):
-    """--resume: `dvc repro` (no -f; only the targets when given) after an interrupted --full
-    run; the stages of both parts add up and each part's header is kept."""
+    """--resume: `dvc repro` (no -f) after an interrupted --full run, or `dvc repro -f -s` of
+    the targets when given; the stages of both parts add up and each part's header is kept;
+    complete once every stage of dvc.lock is in."""
     out = tmp_path / "pipeline.json"
     out.write_text(json.dumps({"full_repro": {"complete": False, "commit": "abc",
                                               "reference_s": {"python": 0.4},
@@ -81,7 +82,7 @@ def test_resume_goes_on_with_an_interrupted_run_and_keeps_both_parts(tmp_path, m
     repo = Path(__file__).parents[1]
     assert pipeline.full_repro(repo, {}, out, resume=True, targets=["table9@nettack-cora"]) == 0
     data = json.loads(out.read_text())["full_repro"]
-    assert commands[-1] == ["dvc", "repro", "table9@nettack-cora"]
+    assert commands[-1] == ["dvc", "repro", "-f", "-s", "table9@nettack-cora"]
     assert data["complete"] is False and data["seconds_so_far"] == 1402.0
     assert [part["commit"] for part in data["parts"]][0] == "abc" and len(data["parts"]) == 2
     assert pipeline.full_repro(repo, {}, out, resume=True) == 0
@@ -92,6 +93,22 @@ def test_resume_goes_on_with_an_interrupted_run_and_keeps_both_parts(tmp_path, m
     out.write_text(json.dumps({"full_repro": data}))
     with pytest.raises(SystemExit, match="no interrupted --full run"):
         pipeline.full_repro(repo, {}, out, resume=True)
+
+
+def test_target_part_that_covers_every_locked_stage_completes_the_record(tmp_path, monkeypatch):
+    out = tmp_path / "pipeline.json"
+    out.write_text(json.dumps({"full_repro": {"complete": False, "commit": "abc",
+                                              "stages": {"fetch@cora": 2.0}}}))
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  fetch@cora: {}\n  table8: {}\n")
+    monkeypatch.setattr(pipeline, "timed", lambda cmd, cwd, env, on_stage: (
+        10.0, {"table8": 9.0}, ""))
+    assert pipeline.full_repro(tmp_path, {}, out, resume=True, targets=["table8"]) == 0
+    data = json.loads(out.read_text())["full_repro"]
+    assert data["complete"] is True and data["seconds"] == 12.0
+    assert list(data["stages"]) == ["fetch@cora", "table8"]
+    out.write_text(json.dumps({"full_repro": data}))
+    with pytest.raises(SystemExit, match="no interrupted --full run"):
+        pipeline.full_repro(tmp_path, {}, out, resume=True)
 
 
 def test_full_repro_records_the_largest_child_process(tmp_path, monkeypatch):

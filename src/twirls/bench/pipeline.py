@@ -15,9 +15,11 @@
   (ISO time) that was stopped before it wrote anything, from the times its outputs were written
   (a stage ends when its last output is written, and starts when the one before it ended).
 * ``--full --resume [--target STAGE ...]``: go on with an interrupted ``--full`` run in this
-  checkout: ``dvc repro`` (no ``-f``; only the targets, if given) runs the stages it had not
-  finished, and their seconds join the stored record's (which then lists the commit and
-  ``reference_s`` of each part: the machine may differ).
+  checkout: ``dvc repro`` (no ``-f``) runs the stages it had not finished, or ``--target``
+  reruns exactly the named stages (``dvc repro -f -s``: say those whose results came from an
+  earlier stack); their seconds join the stored record's (which then lists the commit and
+  ``reference_s`` of each part: the machine may differ), complete once every stage of
+  ``dvc.lock`` is in it.
 """
 
 from __future__ import annotations
@@ -127,9 +129,13 @@ def full_repro(repo: Path, env: dict[str, str], out: Path, resume: bool = False,
     """``dvc repro -f`` here; its seconds and per-stage seconds merged into ``out``. The stages
     finished so far are written after each one (``"complete": false``), so an interrupted run
     keeps what it measured. ``resume``: ``dvc repro`` of what such a run left, its stages added
-    to the stored ones and each part's header kept under ``parts``; ``targets``: only those
-    stages (and the changed stages they need); the record stays ``complete: false``."""
-    head = run_header(repo) | {"load_before": round(os.getloadavg()[0], 2)}
+    to the stored ones and each part's header kept under ``parts``; ``targets``: exactly those
+    stages, forced (``dvc repro -f -s``); the record is complete once it holds every stage of
+    ``dvc.lock``."""
+    cmd = (["dvc", "repro", "-f", "-s", *targets] if targets
+           else ["dvc", "repro"] if resume else ["dvc", "repro", "-f"])
+    head = run_header(repo) | {"command": " ".join(cmd),
+                               "load_before": round(os.getloadavg()[0], 2)}
     done: dict[str, float] = {}
     parts: list[dict[str, Any]] = []
     if resume:
@@ -148,13 +154,13 @@ def full_repro(repo: Path, env: dict[str, str], out: Path, resume: bool = False,
                                       "seconds_so_far": round(sum(both.values()), 2),
                                       "stages": both}, announce=False)
 
-    cmd = ["dvc", "repro", *(targets or [])] if resume else ["dvc", "repro", "-f"]
     total, stages, _ = timed(cmd, repo, env, on_stage=partial)
     stages = done | stages
-    if targets:
+    if targets and not set(locked_stages(repo)) <= set(stages):
         partial(stages)
         return 0
-    total = round(total + sum(done.values()), 2) if resume else total
+    if resume:
+        total = round(total + sum(done.values()), 2)
     run = head | {"complete": True, "load_after": round(os.getloadavg()[0], 2),
                   "cpu_s": round(children_cpu_seconds() - cpu_before, 1),
                   "peak_rss_gb": children_peak_rss_gb(),
@@ -164,6 +170,13 @@ def full_repro(repo: Path, env: dict[str, str], out: Path, resume: bool = False,
         run["cpu_s_note"] = "cpu_s counts the last part only"
     store_full_repro(out, run)
     return 0
+
+
+def locked_stages(repo: Path) -> list[str]:
+    """The names of the stages in ``repo``'s ``dvc.lock``."""
+    import yaml
+
+    return list(yaml.safe_load((repo / "dvc.lock").read_text())["stages"])
 
 
 def store_full_repro(out: Path, run: dict[str, Any], announce: bool = True) -> None:
@@ -204,7 +217,7 @@ def recover(repo: Path, since: float, out: Path) -> int:
     for name, end in ends.items():
         stages[name], before = round(end - before, 2), end
     run = run_header(repo) | {
-        "complete": False,
+        "command": "dvc repro -f", "complete": False,
         "method": "stopped before its end; per-stage seconds from the times each stage's last "
                   "output was written (python -m twirls.bench.pipeline --recover)",
         "started": datetime.fromtimestamp(since).isoformat(timespec="seconds"),
@@ -220,8 +233,8 @@ def head_commit(repo: Path) -> str:
 
 
 def run_header(repo: Path) -> dict[str, Any]:
-    """What a ``full_repro`` record says about the run: its command, commit and machine."""
-    return {"command": "dvc repro -f", "commit": head_commit(repo), "cores": available_cores(),
+    """What a ``full_repro`` record says about the run: its commit and machine."""
+    return {"commit": head_commit(repo), "cores": available_cores(),
             **machine(), "reference_s": reference_seconds()}
 
 

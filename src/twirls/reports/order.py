@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from twirls.reports.results import COMPARED_WITH
+from twirls.reports.results import COMPARED_WITH, VARIANT_EXTRA_TABLES
 
 
 def natural_key(label: object) -> str:
@@ -23,8 +23,7 @@ def natural_key(label: object) -> str:
 #: extra tables laid out like a paper table (same rows and columns on other graphs).
 LAID_OUT_LIKE = {"attack-clean": "attack", "attack-prognn": "attack",
                  "truncation-T-prognn": "truncation-T",
-                 **{f"truncation-T{graph}-{variant}": "truncation-T"
-                    for graph in ("", "-prognn") for variant in ("paper", "reference")},
+                 **dict.fromkeys(VARIANT_EXTRA_TABLES, "truncation-T"),
                  **COMPARED_WITH}
 
 

@@ -13,7 +13,7 @@ from twirls.reports.explanations import ALL
 from twirls.reports.figures_index import FIGURES, NOT_BUILT
 from twirls.reports.notes import cell_notes
 from twirls.reports.order import in_paper_order, natural_key, paper_order
-from twirls.reports.results import COMPARED_WITH, STATUSES, read_paper
+from twirls.reports.results import COMPARED_WITH, STATUSES, VARIANT_EXTRA_TABLES, read_paper
 from twirls.reports.scorecard import scorecard, scorecard_lines
 from twirls.reports.timing_ratios import RATIO_TOLERANCE
 from twirls.reports.timing_ratios import TABLE as TIMING_TABLE
@@ -31,17 +31,18 @@ TABLES: dict[str, str] = {
     "running-time": "Table 11: Running time per epoch on ogbn-arxiv",
     "cws": "Table 12: Chinese word segmentation (PKU)",
 }
+#: how an extra table names the table and the variant it varies
+VARIED = {"truncation-T": "Table 9", "truncation-T-prognn": "Table 9 on Pro-GNN's graphs"}
+VARIANT_WORDS = {"reference": "authors' reference code (dgl.nn.TWIRLSConv)",
+                 "paper": "paper's equations"}
 #: our tables beyond the paper's (same format; their cells are ``not-in-paper``).
 EXTRA_TABLES: dict[str, str] = {
     "attack-clean": "Extra: the models of Table 4 on the clean graphs (no attack)",
     "attack-prognn": "Extra: the models of Table 4 on Pro-GNN's published 20% Meta-Self graphs",
     "truncation-T-prognn": "Extra: Table 9's truncation T on Pro-GNN's published 20% Meta-Self "
                            "graphs",
-    **{f"{table}-{variant}": f"Extra: {what} with the {words}"
-       for table, what in (("truncation-T", "Table 9"),
-                           ("truncation-T-prognn", "Table 9 on Pro-GNN's graphs"))
-       for variant, words in (("reference", "authors' reference code (dgl.nn.TWIRLSConv)"),
-                              ("paper", "paper's equations"))},  # the variant not primary
+    **{name: f"Extra: {VARIED[table]} with the {VARIANT_WORDS[name.rsplit('-', 1)[1]]}"
+       for name, table in VARIANT_EXTRA_TABLES.items()},  # the variant that is not primary
     "variant-comparison": "Extra: paper equations vs the authors' reference code "
                           "(dgl.nn.TWIRLSConv) on the same cells",
     "citeseer-alpha-steps-paper-k2": "Extra: Table 8 with the paper's equations, K = 2 (Table 6)",
@@ -52,10 +53,6 @@ EXTRA_TABLES: dict[str, str] = {
 }
 
 
-#: Table 9's extra tables per variant: the report writes those of the variant that is not
-#: ``table9.primary`` (empty when that variant did not run), never those of the primary
-OPTIONAL_TABLES = {f"truncation-T{graph}-{variant}" for graph in ("", "-prognn")
-                   for variant in ("paper", "reference")}
 
 STATS_TABLE = "dataset-statistics"
 #: metrics that are counts: printed as integers with thousands separators.
@@ -322,7 +319,7 @@ def write_index(results: pd.DataFrame, reports: Path, figures_made: set[str],
     lines += [*(claims_section or []), "## Tables", "",
               "| table | files | cells by status |", "|---|---|---|"]
     for table, title in titles.items():
-        if table in OPTIONAL_TABLES and table.endswith(f"-{primary}"):
+        if table in VARIANT_EXTRA_TABLES and table.endswith(f"-{primary}"):
             continue  # Table 9's primary variant: its cells are in Table 9 itself
         counts = write_table(results, table, reports / "tables", explanations, paper)
         files = " · ".join(f"[{ext}](tables/{table}.{ext})" for ext in ("md", "csv", "tex"))

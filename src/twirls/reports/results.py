@@ -73,6 +73,11 @@ def write_cells(path: Path, cells: list[Cell]) -> None:
 #: tables whose cells run in both variants, the primary one in the table, the other beside it
 #: (``<table>-<variant>``): Table 9 on our graph and on Pro-GNN's (``table9.primary``)
 VARIANT_TABLES = ("truncation-T", "truncation-T-prognn")
+VARIANTS = ("paper", "reference")
+#: every ``<table>-<variant>`` table of :data:`VARIANT_TABLES`, with the table it varies; the
+#: report writes those of the variant that is not primary, never those of the primary
+VARIANT_EXTRA_TABLES = {f"{table}-{variant}": table
+                        for table in VARIANT_TABLES for variant in VARIANTS}
 
 
 def with_primary(cell: Cell, primary: str) -> Cell:
