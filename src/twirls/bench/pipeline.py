@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true",
                         help="with --full: finish an interrupted --full run (`dvc repro`)")
     parser.add_argument("--target", action="append", default=[],
-                        help="with --resume: only these stages (and what they need), in parts")
+                        help="with --resume: rerun exactly these stages (dvc repro -f -s)")
     parser.add_argument("--recover", metavar="START",
                         help="stage times of an interrupted --full run started at START "
                              "(ISO time, e.g. 2026-11-25T09:53:47), from its outputs' times")
