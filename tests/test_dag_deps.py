@@ -77,3 +77,23 @@ def test_dvc_reruns_the_stages_whose_imported_code_changed(tmp_path):
     assert "modified:" in gnnguard and "src/twirls/defenses" in gnnguard
     assert "src/twirls/train/loop.py" in table12
     shutil.rmtree(repo, ignore_errors=True)
+
+
+def test_the_package_has_no_import_cycle():
+    assert dag.import_cycles() == []
+    proc = subprocess.run([sys.executable, "-m", "twirls.dag", "cycles"], cwd=REPO,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+
+
+def test_an_import_cycle_through_a_function_is_found(tmp_path, monkeypatch):
+    package = tmp_path / "src" / "twirls"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from twirls.sub import leaf\n")  # not a cycle
+    (package / "sub" / "leaf.py").write_text("import math\n")
+    (package / "a.py").write_text("from twirls.b import g\n")
+    (package / "b.py").write_text("def g():\n    from twirls import c\n")
+    (package / "c.py").write_text("from twirls.a import f\nfrom twirls.sub import leaf\n")
+    monkeypatch.setattr(dag, "SRC", tmp_path / "src")
+    assert dag.import_cycles() == [["twirls.a", "twirls.b", "twirls.c"]]

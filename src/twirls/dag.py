@@ -2,6 +2,7 @@
 
     python -m twirls.dag                 # the graph by stage family, as Mermaid (docs/stages.md)
     python -m twirls.dag deps [--write]  # every stage's code deps against its import closure
+    python -m twirls.dag cycles          # import cycles among the modules of src/twirls
 
 ``dvc dag`` draws every one of the ~120 stages (4,645 characters wide); collapsing each
 ``family@item`` to its family keeps the shape readable. ``python -m twirls.dag`` reads
@@ -12,6 +13,10 @@
 code behind it changed; a directory naming files the stage never runs reruns it for nothing.
 Exit status 1 with the list when either is found; ``--write`` rewrites those lines of
 ``dvc.yaml`` from the closures (:func:`minimal_deps`) instead.
+
+``cycles`` lists each group of modules that import one another, directly or through others
+(function-level imports count: they are how cycles hide); a package importing its own
+submodules is not one. Exit status 1 when there is any.
 """
 
 from __future__ import annotations
@@ -261,9 +266,9 @@ def write_deps(dvc_yaml: Path = REPO / "dvc.yaml") -> list[str]:
         i += 1
     changed = sorted(set(changed))
     if changed:
-        from twirls.reports.render import write_atomic
+        from twirls.files import write_text
 
-        write_atomic(dvc_yaml, "".join(out))
+        write_text(dvc_yaml, "".join(out))
     return changed
 
 
@@ -285,10 +290,35 @@ def check_deps(write: bool) -> int:
     return 1 if problems else 0
 
 
+def import_cycles() -> list[list[str]]:
+    """Each set of ``twirls`` modules that reach one another through their imports (sorted,
+    two modules or more); a module's import of its own packages is left out."""
+    modules = sorted(module_name(p) for p in (SRC / PACKAGE).rglob("*.py"))
+    imports = {m: {n for n in imported_modules(module_file(m))
+                   if n != m and not m.startswith(n + ".")} for m in modules}
+    reach: dict[str, set[str]] = {}
+    for start in modules:
+        seen, todo = set(), list(imports[start])
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo.extend(imports[name])
+        reach[start] = seen
+    groups = {frozenset({m} | {n for n in reach[m] if m in reach[n]})
+              for m in modules if m in reach[m]}
+    return sorted(sorted(g) for g in groups)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["deps"]:
         return check_deps(write="--write" in args[1:])
+    if args[:1] == ["cycles"]:
+        cycles = import_cycles()
+        for group in cycles:
+            print("import cycle: " + " <-> ".join(group))
+        return 1 if cycles else 0
     dot = subprocess.run(["dvc", "dag", "--dot"], capture_output=True, text=True, check=True)
     sys.stdout.write(mermaid(*collapse(dot.stdout)))
     return 0

@@ -10,12 +10,13 @@ figure has its own file, ``params/<group>.yaml``, whose one top-level key is ``<
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from twirls.files import write_text
 
 #: top-level keys that live in params.yaml; every other key ``k`` lives in params/<k>.yaml
 SHARED = ("threads", "jobs", "budget_hours", "device", "train", "attention", "attack", "fetch",
@@ -62,9 +63,7 @@ def write_all(root: Path, params: dict[str, Any]) -> None:
         if f"{PARAMS_DIR}/{stale.name}" not in by_file:
             stale.unlink()
     for rel, data in by_file.items():
-        tmp = root / f"{rel}.part"
-        tmp.write_text(yaml.safe_dump(data, sort_keys=False))
-        os.replace(tmp, root / rel)
+        write_text(root / rel, yaml.safe_dump(data, sort_keys=False))
 
 
 def load_params(stage: str) -> dict[str, Any]:

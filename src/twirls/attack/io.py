@@ -9,7 +9,6 @@ adjacency as CSR), ``idx_train``, ``idx_val``, ``idx_test`` (the split the attac
 from __future__ import annotations
 
 import json
-import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+
+from twirls.files import replacing
 
 KEYS = ("adj_data", "adj_indices", "adj_indptr", "adj_shape", "idx_train", "idx_val", "idx_test",
         "flips", "meta")
@@ -37,10 +38,9 @@ class AttackedGraph:
 def save_attacked(path: Path, graph: AttackedGraph) -> None:
     """Write ``graph`` to ``path`` through a temporary file and a rename (never half-written)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     adj = sp.csr_matrix(graph.adj, dtype=np.float32)
-    tmp = path.with_name(path.name + ".part")
-    write_npz(tmp, {
+    with replacing(path) as tmp:
+        write_npz(tmp, {
         "adj_data": adj.data, "adj_indices": adj.indices, "adj_indptr": adj.indptr,
         "adj_shape": np.asarray(adj.shape, np.int64),
         "idx_train": np.asarray(graph.idx_train, np.int64),
@@ -48,7 +48,6 @@ def save_attacked(path: Path, graph: AttackedGraph) -> None:
         "idx_test": np.asarray(graph.idx_test, np.int64),
         "flips": np.asarray(graph.flips, np.int64).reshape(-1, 2),
         "meta": np.array(json.dumps(graph.meta, sort_keys=True))})
-    os.replace(tmp, path)
 
 
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +63,7 @@ from twirls.attack.normalize import (
     normalize_edges,
     to_torch,
 )
+from twirls.files import replacing
 
 
 class Metattack:
@@ -186,12 +186,9 @@ class Metattack:
 
     def save_checkpoint(self, path: Path) -> None:
         """Write flips done so far and the random state (temp file + rename: never half)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".part.npz")
-        np.savez(tmp, flips=np.asarray(self.flips, dtype=np.int64).reshape(-1, 2),
-                 rng_state=self._rng_state().numpy(), fingerprint=np.array(self.fingerprint()))
-        os.replace(tmp, path)
+        with replacing(Path(path), keep_suffix=True) as tmp:  # np.savez wants the .npz
+            np.savez(tmp, flips=np.asarray(self.flips, dtype=np.int64).reshape(-1, 2),
+                     rng_state=self._rng_state().numpy(), fingerprint=np.array(self.fingerprint()))
 
     def load_checkpoint(self, path: Path) -> int:
         """Replay the flips of a checkpoint written by :meth:`save_checkpoint`; returns their

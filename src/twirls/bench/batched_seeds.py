@@ -38,9 +38,10 @@ import torch
 import yaml
 
 from twirls.bench.calibrate import reference_seconds
-from twirls.bench.pipeline import head_commit, machine, write_json
+from twirls.bench.pipeline import head_commit, machine
 from twirls.config.entries import train_entry
 from twirls.data.registry import load_dataset
+from twirls.files import write_json
 from twirls.train.batched import BatchConfig, run_seeds_batched, train_batch
 from twirls.train.cpu import configure_cpu
 from twirls.train.experiment import run_inputs

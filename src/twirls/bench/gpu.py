@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import platform
 import resource
@@ -49,6 +48,7 @@ import scipy.sparse as sp
 import torch
 import yaml
 
+from twirls.files import write_json
 from twirls.models import GraphOps, build_model
 from twirls.train.device import pick_device
 from twirls.train.timing import ARXIV, EpochTimer, count_parameters, random_task, time_round_robin
@@ -392,15 +392,6 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
 
 def _mib(value: int | None) -> float | None:
     return None if value is None else value / 2**20
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` to ``path`` atomically (a ``.part`` file, then ``os.replace``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

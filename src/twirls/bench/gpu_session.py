@@ -54,8 +54,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from twirls.files import write_json
 from twirls.rehearsal.run import child_env as stage_env
-from twirls.rehearsal.run import machine_info, read_json, report_head, write_atomic_json
+from twirls.rehearsal.run import machine_info, read_json, report_head
 
 REPO = Path(__file__).resolve().parents[3]
 STEPS = ("tests", "bench", "dvc", "stages", "rehearsal")
@@ -281,7 +282,7 @@ def run_session(args: argparse.Namespace) -> dict[str, Any]:
             step.reason = step.reason or late_reason(step.details)
         record["steps"].append(asdict(step))
         record["wall_seconds"] = round(time.perf_counter() - started, 1)
-        write_atomic_json(out / RECORD, record)
+        write_json(out / RECORD, record)
         why = f": {step.reason}" if step.reason else ""
         print(f"{name}: {step.status} ({step.seconds:.0f} s){why}", flush=True)
     return record

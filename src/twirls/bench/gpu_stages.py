@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from twirls.files import write_json
 from twirls.params import read_all, write_all
 from twirls.rehearsal.measure import run_measured, stop_current
 from twirls.rehearsal.run import (
@@ -46,7 +47,6 @@ from twirls.rehearsal.run import (
     make_workspace,
     read_json,
     report_head,
-    write_atomic_json,
 )
 
 REPO = Path(__file__).resolve().parents[3]
@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                timeout=None if math.isinf(left) else left)
             record["gpu"] = report["machine"].get("gpu")
             report["stages"].append(record)
-            write_atomic_json(args.out, report)
+            write_json(args.out, report)
             print(f"{stage}: {record['status']} on {record.get('device', '?')}, "
                   f"{record['wall_seconds']:.0f} s"
                   + (f", {record['difference_points']:+.2f} points vs committed "
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report["all_agree"] = bool(report["stages"]) and not report["out_of_time"] and all(
         s.get("agrees") for s in report["stages"])
     report["wall_seconds"] = round(time.perf_counter() - started, 1)
-    write_atomic_json(args.out, report)
+    write_json(args.out, report)
     return report
 
 

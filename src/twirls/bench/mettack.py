@@ -12,7 +12,6 @@ often our surrogate predicts the same label as DeepRobust's seeded surrogate.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import sys
@@ -27,6 +26,7 @@ import torch
 from twirls.attack import surrogate as sur
 from twirls.bench.calibrate import reference_seconds
 from twirls.data import nettack
+from twirls.files import write_json
 from twirls.train.outputs import stack
 
 
@@ -142,10 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         "deeprobust": dr, "fast": fast,
         "command": "python -m twirls.bench.mettack " + " ".join(argv or sys.argv[1:]),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(args.out.name + ".part")
-    tmp.write_text(json.dumps(report, indent=1) + "\n")
-    os.replace(tmp, args.out)
+    write_json(args.out, report)
     print(f"{args.out}: DeepRobust {dr['seconds_per_flip']:.1f} s/flip, fast "
           f"{fast['seconds_per_flip']:.3f} s/flip ({report['speedup']:.0f}x); "
           f"first {agree}/{len(dr['flips'])} flips agree")

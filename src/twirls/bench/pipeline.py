@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from twirls.bench.calibrate import reference_seconds
+from twirls.files import write_json
 from twirls.train.parallel import available_cores
 
 
@@ -269,14 +270,6 @@ def children_peak_rss_gb() -> float:
     """The largest resident set of any one finished child process (or theirs) so far, in GB
     (Linux reports ``ru_maxrss`` in KiB): the stage that needs the most memory."""
     return round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 1e9, 2)
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """``data`` to ``path`` through a temporary file (never half-written)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ from typing import Any
 
 import pandas as pd
 
-from twirls.bench.pipeline import machine, write_json
+from twirls.bench.pipeline import machine
+from twirls.files import write_json
 from twirls.reports.results import SCORE_METRICS
 
 TOLERANCE = 1e-4  # percentage points: float32 accuracy vs the exact fraction differ by < 1e-5

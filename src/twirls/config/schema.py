@@ -13,9 +13,12 @@ and defaults); optimisation ones by
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from twirls.config.checks import ConfigError, choose, fail, keys, locate, mapping, names, number
+
+__all__ = ["ConfigError", "check_params"]
 
 #: groups of experiment entries run by the train stage (``<group>@<name>``).
 TRAIN_GROUPS = ("table2", "table3", "table10", "variants")
@@ -32,78 +35,6 @@ DEVICES = ("auto", "cpu", "cuda")
 ATTACK_IMPLEMENTATIONS = ("fast", "deeprobust", "prognn")
 ATTACKED_DATASETS = ("nettack-cora", "nettack-citeseer")
 ENERGY_KEYS = ("group", "entry", "dataset", "steps", "alpha", "monotone_rtol")
-
-
-class ConfigError(ValueError):
-    """A value of ``params.yaml`` / ``params/<group>.yaml`` that the pipeline cannot use; the
-    message is one line, naming the file."""
-
-
-def _where(path: str) -> str:
-    from twirls.params import params_file
-
-    top = path.split(".")[0]
-    return f"{'params.yaml' if top.startswith('(') else params_file(top)}: {path}"
-
-
-def fail(path: str, value: Any, allowed: str) -> None:
-    raise ConfigError(f"{_where(path)} = {value!r}: {allowed}")
-
-
-def choose(path: str, value: Any, choices: tuple[str, ...] | list[str], what: str = "") -> None:
-    """``value`` must be one of ``choices``; a near miss gets "did you mean"."""
-    if isinstance(value, str) and value in choices:
-        return
-    close = difflib.get_close_matches(str(value), list(choices), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    fail(path, value, f"unknown {what or 'value'}{hint}; allowed: {', '.join(choices)}")
-
-
-def number(path: str, value: Any, *, integer: bool = False, lo: float | None = None,
-           hi: float | None = None, lo_open: bool = False, hi_open: bool = False) -> None:
-    """A number (an integer if ``integer``) within ``lo``..``hi`` (open ends if asked)."""
-    is_int = isinstance(value, int) and not isinstance(value, bool)
-    ok = is_int if integer else (is_int or isinstance(value, float))
-    if ok and isinstance(value, float) and math.isnan(value):
-        ok = False
-    if ok and lo is not None:
-        ok = value > lo if lo_open else value >= lo
-    if ok and hi is not None:
-        ok = value < hi if hi_open else value <= hi
-    if not ok:
-        kind = "an integer" if integer else "a number"
-        left = "" if lo is None else f"{'>' if lo_open else '>='} {lo:g}"
-        right = "" if hi is None else f"{'<' if hi_open else '<='} {hi:g}"
-        bounds = " and ".join(b for b in (left, right) if b)
-        note = (" (PyYAML reads 1e-3 as a string: write 1.0e-3)"
-                if isinstance(value, str) and _is_float(value) else "")
-        fail(path, value, f"expected {kind}{' ' + bounds if bounds else ''}{note}")
-
-
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def mapping(path: str, value: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        fail(path, value, "expected a mapping (key: value lines)")
-    return value
-
-
-def names(path: str, value: Any, choices: tuple[str, ...] | list[str], what: str) -> None:
-    if not isinstance(value, list):
-        fail(path, value, f"expected a list of {what}s")
-    for i, item in enumerate(value):
-        choose(f"{path}[{i}]", item, choices, what)
-
-
-def keys(path: str, section: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
-    for key in section:
-        choose(f"{path}.{key}", key, allowed, "key")
 
 
 def _datasets() -> tuple[str, ...]:
@@ -124,7 +55,7 @@ def check_model(path: str, model: Any, cfg: Any) -> None:
     except ImportError:  # GAT / GraphSAGE without DGL: their stage says so when it runs
         return
     except (ValueError, TypeError, KeyError) as exc:
-        raise ConfigError(f"{_where(path + '.model_cfg')}: {exc}") from None
+        raise ConfigError(f"{locate(path + '.model_cfg')}: {exc}") from None
 
 
 def check_train_cfg(path: str, cfg: Any) -> None:
@@ -170,7 +101,7 @@ def check_attention(path: str, att: Any, partial: bool = False) -> None:
     try:
         AttentionSpec.from_config(att)
     except ValueError as exc:
-        raise ConfigError(f"{_where(path)}: {exc}") from None
+        raise ConfigError(f"{locate(path)}: {exc}") from None
 
 
 def check_cells(path: str, cells: Any) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from twirls.config.schema import ConfigError, _where, choose, fail, keys, mapping, number
+from twirls.config.checks import ConfigError, choose, fail, keys, locate, mapping, number
 
 KEYS = ("seeds", "batch_size", "bucket", "lr", "weight_decay", "epochs", "embedding_dim",
         "freeze_embedding", "stand_in_fraction", "models")
@@ -69,7 +69,7 @@ def check_table12(path: str, value: Any) -> None:
         try:
             build_tagger(entry["model"], cfg, 5, 4)
         except (ValueError, TypeError, KeyError) as exc:
-            raise ConfigError(f"{_where(where + '.model_cfg')}: {exc}") from None
+            raise ConfigError(f"{locate(where + '.model_cfg')}: {exc}") from None
 
 
 def train_config(group: Mapping[str, Any], protocol: str) -> dict[str, Any]:

@@ -31,6 +31,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from twirls.files import replacing, write_text
+
 MANIFEST = Path(__file__).with_name("manifest.tsv")
 MIRROR_ENV = "TWIRLS_DATA_MIRROR"
 CHUNK = 1 << 20
@@ -125,7 +127,7 @@ def set_aside(path: Path, damaged: Path) -> Path:
     damaged.mkdir(parents=True, exist_ok=True)
     ignore = damaged / ".gitignore"
     if not ignore.exists():
-        _atomic_write_text(ignore, "# bad copies set aside by the fetch stage; never commit\n*\n")
+        write_text(ignore, "# bad copies set aside by the fetch stage; never commit\n*\n")
     n = 1
     while (target := damaged / f"{path.name}.{n}").exists():
         n += 1
@@ -146,13 +148,7 @@ def write_pin(pins: Path, url: str, checksum: str) -> None:
     pins.parent.mkdir(parents=True, exist_ok=True)
     body = "# sha256 of files whose manifest checksum was unknown, pinned on first download\n"
     body += "".join(f"{u}\t{c}\n" for u, c in sorted(known.items()))
-    _atomic_write_text(pins, body)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text(pins, body)
 
 
 def _download(url: str, dest: Path, timeout: float) -> None:
@@ -190,18 +186,13 @@ def fetch_file(entry: Entry, folder: Path, mirror: Path | None, pins: Path,
             return "present"
         return repair(entry, dest, checksum, actual, mirror, timeout,
                       damaged or damaged_folder(folder))
-    folder.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
-    try:
+    with replacing(dest) as part:
         source = _obtain(entry, part, mirror, timeout)
         if checksum:
             verify(part, checksum, f"{entry.file} from {source}")
         else:
             write_pin(pins, entry.url, "sha256:" + file_digest(part, "sha256"))
-        os.replace(part, dest)
-        return source
-    finally:
-        part.unlink(missing_ok=True)
+    return source
 
 
 def repair(entry: Entry, dest: Path, checksum: str, actual: str, mirror: Path | None,
@@ -215,8 +206,7 @@ def repair(entry: Entry, dest: Path, checksum: str, actual: str, mirror: Path | 
     """
     kind, _, expected = checksum.partition(":")
     what = f"{dest} fails its checksum (expected {kind} {expected}, got {actual})"
-    part = dest.with_name(dest.name + ".part")
-    try:
+    with replacing(dest) as part:
         try:
             source = _obtain(entry, part, mirror, timeout)
             verify(part, checksum, f"{entry.file} from {source}")
@@ -224,9 +214,6 @@ def repair(entry: Entry, dest: Path, checksum: str, actual: str, mirror: Path | 
             raise DamagedError(f"{what} and no good copy could be had, so it stays in place: "
                                f"{exc}") from None
         aside = set_aside(dest, damaged)
-        os.replace(part, dest)
-    finally:
-        part.unlink(missing_ok=True)
     print(f"fetch: {what}; moved the bad copy to {aside} and fetched a good one from {source}",
           file=sys.stderr, flush=True)
     return source

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from twirls.reports.render import write_atomic
+from twirls.files import write_text
 
 COMMAND = "python -m twirls.rehearsal.costs"
 MAKE_TARGET = "make cost-table"
@@ -600,7 +600,7 @@ def run(args: argparse.Namespace) -> int:
             return 1
         return 0
     if new != old:
-        write_atomic(out, new)
+        write_text(out, new)
     print(f"{out}: cost table {'rewritten' if new != old else 'unchanged'}")
     return 0
 

@@ -45,6 +45,7 @@ import scipy.sparse as sp
 from twirls.data import pku
 from twirls.data.fetch import entries_for, extract
 from twirls.data.registry import STATUS_FILE
+from twirls.files import replacing, write_json
 from twirls.rehearsal.graphs import (
     both_directions,
     centroid_features,
@@ -82,12 +83,9 @@ def _status(folder: Path, name: str, files: list[str]) -> None:
 def _zip(path: Path, members: dict[str, bytes]) -> int:
     """A zip of ``members`` (name -> bytes), stored uncompressed with a fixed date (the csv.gz
     members are compressed already), as deterministic bytes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as zf:
+    with replacing(path) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as zf:
         for name, data in members.items():
             zf.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data)
-    tmp.replace(path)
     return path.stat().st_size
 
 
@@ -375,9 +373,7 @@ def generate(root: Path, scale: float = 1.0, seed: int = 0,
             log(f"generated {name}: {sizes}")
         record = {"version": FORMAT_VERSION, "scale": scale, "seed": seed, "note": NOTE,
                   "datasets": done}
-        tmp = marker.with_name(MARKER + ".part")
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        tmp.replace(marker)
+        write_json(marker, record, sort_keys=True)
     return {k: done[k] for k in (datasets or list(WRITERS))}
 
 

@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     measured = measure_here(command, args.log, args.timeout)
+    # twirls.files.write_text's steps, written out: this script imports no twirls module
     tmp = args.result.with_name(args.result.name + ".part")
     tmp.write_text(json.dumps(measured))
     tmp.replace(args.result)

@@ -51,6 +51,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from twirls.files import write_json
 from twirls.params import read_all, write_all
 from twirls.rehearsal.estimate import GB, cws_seconds, stage_record
 from twirls.rehearsal.generate import NOTE, generate
@@ -334,14 +335,6 @@ def _number(text: Any) -> Any:
     return int(value) if value.is_integer() else value
 
 
-def write_atomic_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
-
-
 def check_out_path(out: Path) -> None:
     text = out.resolve().as_posix()
     if any(f in text for f in FORBIDDEN):
@@ -491,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
                 report["stages"].append(record)
                 report.update(summary(report["stages"]))
                 report["rehearsal_wall_seconds"] = round(time.perf_counter() - started, 1)
-                write_atomic_json(args.out, report)
+                write_json(args.out, report)
                 tqdm.write(f"{plan.stage}: {record['status']}, "
                            f"{record.get('seconds_per_epoch')} s/epoch, overhead "
                            f"{record.get('overhead_seconds')} s, peak RSS "
@@ -503,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{', '.join(report['out_of_time'])}")
         report["machine"]["load_average_at_end"] = [round(v, 2) for v in os.getloadavg()]
         report["rehearsal_wall_seconds"] = round(time.perf_counter() - started, 1)
-        write_atomic_json(args.out, report)
+        write_json(args.out, report)
     finally:
         signal.signal(signal.SIGTERM, previous)  # the caller's handler (e.g. a test process's)
         stop_current()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from twirls.files import replacing
+
 
 def save_figure(fig, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".part.png")
-    fig.savefig(tmp, dpi=150, bbox_inches="tight")
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with replacing(path, keep_suffix=True) as tmp:
+            fig.savefig(tmp, dpi=150, bbox_inches="tight")
+    finally:
+        plt.close(fig)

@@ -8,13 +8,12 @@ verdicts are in reports/README.md). Written atomically.
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
+from twirls.files import write_json
 from twirls.reports.claims import OURS
 
 HEADLINE = Path(__file__).with_name("headline.yaml")
@@ -39,7 +38,4 @@ def headline(results: pd.DataFrame, totals: dict[str, int],
 
 def write_headline(path: Path, values: dict[str, float | int]) -> None:
     """Write ``values`` as JSON atomically (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(values, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_json(path, values)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import os
 import re
 from pathlib import Path
 
 import pandas as pd
 
+from twirls.files import write_text
 from twirls.reports.explanations import ALL
 from twirls.reports.figures_index import FIGURES, NOT_BUILT
 from twirls.reports.notes import cell_notes
@@ -201,13 +201,6 @@ def table_frame(rows: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.Dat
     return wide.fillna("").reset_index(names="model")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def to_markdown(df: pd.DataFrame) -> str:
     header = "| " + " | ".join(map(str, df.columns)) + " |\n"
     header += "|" + "---|" * len(df.columns) + "\n"
@@ -280,9 +273,9 @@ def write_table(results: pd.DataFrame, table: str, out_dir: Path,
                 for r in ex.itertuples()) + "\n"
     if notes:
         md += "\n## Notes\n\n" + "\n".join(notes) + "\n"
-    write_atomic(out_dir / f"{table}.md", md)
-    write_atomic(out_dir / f"{table}.csv", wide.to_csv(index=False))
-    write_atomic(out_dir / f"{table}.tex",
+    write_text(out_dir / f"{table}.md", md)
+    write_text(out_dir / f"{table}.csv", wide.to_csv(index=False))
+    write_text(out_dir / f"{table}.tex",
                  to_latex(wide, title, "" if table in EXTRA_TABLES and table not in COMPARED_WITH
                                   else "Ours (paper)"))
     return counts
@@ -339,4 +332,4 @@ def write_index(results: pd.DataFrame, reports: Path, figures_made: set[str],
     lines += ["", "All cells: [results.csv](results.csv). Dataset statistics with how each count "
               "was made, homophily and splits: [tables/datasets.md](tables/datasets.md).", "",
               *(device_section or [])]
-    write_atomic(reports / "README.md", "\n".join(lines))
+    write_text(reports / "README.md", "\n".join(lines))

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
+from twirls.files import write_json
 from twirls.reports.timing_ratios import judge_timing_ratios
 
 PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.csv")
@@ -64,10 +64,7 @@ class Cell:
 
 def write_cells(path: Path, cells: list[Cell]) -> None:
     """Write cells atomically (temp file + rename), so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps([asdict(c) for c in cells], indent=1) + "\n")
-    os.replace(tmp, path)
+    write_json(path, [asdict(c) for c in cells])
 
 
 #: tables whose cells run in both variants, the primary one in the table, the other beside it

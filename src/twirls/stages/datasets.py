@@ -17,7 +17,8 @@ from twirls.data.files import raw_file
 from twirls.data.geom import read_edges
 from twirls.data.graph import GraphData
 from twirls.data.registry import DatasetUnavailable, load_dataset
-from twirls.reports.render import to_markdown, write_atomic
+from twirls.files import write_text
+from twirls.reports.render import to_markdown
 from twirls.reports.results import Cell, read_paper, write_cells
 from twirls.stages.skeleton import entry, open_stage
 
@@ -154,12 +155,12 @@ def main(argv: list[str] | None = None) -> int:
                      "splits (train/val/test)": splits, "note": note})
     write_cells(args.cells, cells)
     table = pd.DataFrame(rows)
-    write_atomic(args.tables / "datasets.csv", table.to_csv(index=False))
+    write_text(args.tables / "datasets.csv", table.to_csv(index=False))
     shown = table.fillna("").astype(str).replace({r"\.0$": ""}, regex=True)
     md = ("# Datasets (paper Table 5)\n\nOur statistics next to the paper's. Edges are undirected "
           "edges without self-loops or duplicates; every difference is explained in `note`.\n\n"
           + to_markdown(shown))
-    write_atomic(args.tables / "datasets.md", md)
+    write_text(args.tables / "datasets.md", md)
     missing = [r["dataset"] for r in rows if r["status"] != "ok"]
     print(f"datasets: {len(rows) - len(missing)} loaded"
           + (f", no data for {', '.join(missing)}" if missing else ""))

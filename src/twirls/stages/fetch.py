@@ -15,7 +15,6 @@ the stages that load the dataset refuse (``DatasetDamaged``) instead of reportin
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from twirls.data.fetch import (
     read_manifest,
 )
 from twirls.data.registry import STATUS_FILE, needs_fetch
+from twirls.files import write_json
 from twirls.stages.cli import entry
 
 #: FETCH.json statuses that let the pipeline go on; any other status fails the stage.
@@ -61,9 +61,7 @@ def fetch_status(dataset: str, folder: Path, pins: Path, damaged: Path,
 
 def write_status(folder: Path, status: dict[str, Any]) -> None:
     """Write ``folder/FETCH.json`` via a temporary file and a rename."""
-    tmp = folder / (STATUS_FILE + ".part")
-    tmp.write_text(json.dumps(status, indent=1, sort_keys=True) + "\n")
-    tmp.replace(folder / STATUS_FILE)
+    write_json(folder / STATUS_FILE, status, sort_keys=True)
 
 
 @entry

@@ -21,12 +21,13 @@ import pandas as pd
 
 from twirls.config.schema import SWEEP_GROUPS
 from twirls.config.stages import results_files, stage_outputs
+from twirls.files import write_text
 from twirls.reports.claims import Values, read_claims
 from twirls.reports.claims_section import claims_lines, verdicts
 from twirls.reports.devices import device_counts, device_lines, stack_counts
 from twirls.reports.explanations import read_explanations
 from twirls.reports.headline import headline, write_headline
-from twirls.reports.render import TABLES, write_atomic, write_index
+from twirls.reports.render import TABLES, write_index
 from twirls.reports.results import COLUMNS, build_results, read_cells, read_paper, with_primary
 from twirls.reports.scorecard import PAPER_STATUSES, scorecard, totals
 from twirls.reports.sweep_points import read_sweep_points
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
              for c in read_cells(path)]
     results = build_results(cells, read_paper())
     # numbers are rounded only where they are shown
-    write_atomic(args.reports / "results.csv",
+    write_text(args.reports / "results.csv",
                  results[COLUMNS].to_csv(index=False, float_format=CSV_FLOAT))
     declared_figures = set(params.get("figures") or []) | set(SWEEP_GROUPS)
     metrics_files = {family: [o.metrics for o in outs] for family, outs in stages.items()}

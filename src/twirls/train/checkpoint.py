@@ -25,6 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from twirls.files import write_bytes
+
 FORMAT = "twirls-checkpoint/1"
 #: models whose weights a saved first run keeps: those the ``energy`` stage measures
 KEPT_MODELS = ("twirls",)
@@ -66,10 +68,7 @@ def save_checkpoint(path: Path, experiment: str, entry: dict[str, Any], *,
                    state_dict={k: v.cpu() for k, v in state_dict.items()})
     buffer = io.BytesIO()
     torch.save(obj, buffer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(buffer.getvalue())
-    tmp.replace(path)
+    write_bytes(path, buffer.getvalue())
 
 
 def load_checkpoint(path: Path, experiment: str, entry: dict[str, Any]) -> Checkpoint:

@@ -4,7 +4,6 @@ written to a temporary file and renamed, so an interrupted stage never leaves ha
 from __future__ import annotations
 
 import csv
-import json
 import math
 import platform
 from pathlib import Path
@@ -13,14 +12,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from twirls import files
+
 
 def write_json(path: Path, obj: dict[str, Any]) -> None:
     """Metrics JSON for ``dvc metrics`` (NaN entries, e.g. no train score, are left out)."""
     obj = {k: v for k, v in obj.items() if not (isinstance(v, float) and math.isnan(v))}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
+    files.write_json(path, obj, sort_keys=True)
 
 
 def stack() -> dict[str, str]:
@@ -36,11 +34,8 @@ def write_metrics(path: Path, obj: dict[str, Any]) -> None:
 
 
 def write_history(path: Path, history: list[dict[str, float]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    with open(tmp, "w", newline="") as fh:
+    with files.replacing(path) as tmp, open(tmp, "w", newline="") as fh:
         fields = list(history[0]) if history else ["epoch"]
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
         writer.writerows(history)
-    tmp.replace(path)
