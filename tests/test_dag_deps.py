@@ -24,9 +24,9 @@ def test_every_stage_names_exactly_the_code_it_runs():
 
 
 def test_the_closure_follows_imports_in_functions_packages_and_dynamic_loaders():
-    robust = dag.closure("twirls.stages.robust")
-    assert Path("src/twirls/attack/io.py") in robust  # the two holes of issue 26
-    assert Path("src/twirls/defenses/gnnguard.py") in robust
+    table4 = dag.closure("twirls.stages.table4")
+    assert Path("src/twirls/attack/io.py") in table4  # the two holes of issue 26
+    assert Path("src/twirls/defenses/gnnguard.py") in table4
     table12 = dag.closure("twirls.stages.table12")
     assert {Path("src/twirls/train/loop.py"), Path("src/twirls/train/device.py")} <= table12
     fetch = dag.closure("twirls.stages.fetch")
@@ -34,7 +34,7 @@ def test_the_closure_follows_imports_in_functions_packages_and_dynamic_loaders()
     assert Path("src/twirls/data/manifest.tsv") in fetch  # read beside fetch.py
     # registry.py loads `twirls.data.<loader>` by name: every loader is in
     assert {Path("src/twirls/data/planetoid.py"), Path("src/twirls/data/pku.py")} <= fetch
-    assert not any("bench" in p.parts or "rehearsal" in p.parts for p in robust | table12)
+    assert not any("bench" in p.parts or "rehearsal" in p.parts for p in table4 | table12)
 
 
 def test_minimal_deps_names_a_folder_only_when_it_runs_all_of_it():
@@ -64,7 +64,7 @@ def test_a_missing_or_broad_dependency_is_named(tmp_path):
 
 
 def test_dvc_reruns_the_stages_whose_imported_code_changed(tmp_path):
-    """The two holes of issue 26: appending to gnnguard.py (imported by stages/robust.py via
+    """The two holes of issue 26: appending to gnnguard.py (imported by stages/table4.py via
     twirls.defenses) and to train/loop.py (used by Table 12's trainer) now changes them."""
     repo = copy_repo(tmp_path / "repo", {})
     for rel in ("src/twirls/defenses/gnnguard.py", "src/twirls/train/loop.py"):

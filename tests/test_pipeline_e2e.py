@@ -43,10 +43,14 @@ def test_dag_shows_the_stages(repo):
 
 
 def test_datasets_table_and_missing_data_reported(repo):
-    table = pd.read_csv(repo / "reports" / "tables" / "datasets.csv")
+    table = pd.read_csv(repo / "reports" / "datasets.csv")
     by_name = table.set_index("dataset")
     assert by_name.loc["cora", "nodes"] == 2708 and by_name.loc["texas", "nodes"] == 183
+    assert 0 < by_name.loc["texas", "homophily"] < 0.2 and "paper_nodes" not in table
     assert by_name.loc["pubmed", "status"] == "no-data"
+    nodes = {c["dataset"]: c["mean"] for c in json.loads((repo / "results" / "table5.json")
+                                                         .read_text()) if c["metric"] == "nodes"}
+    assert nodes["cora"] == 2708 and nodes["texas"] == 183  # Table 5's cells
     assert "ind.pubmed.allx" in by_name.loc["pubmed", "note"]
     status = json.loads((repo / "data" / "raw" / "pubmed" / "FETCH.json").read_text())
     assert status["status"] == "missing"
@@ -92,7 +96,7 @@ def test_timing_stage_fills_table_11(repo):
     assert timing.loc[("GCN", "parameters"), "status"] == "stand-in"
     assert timing.loc[("GCN", "train_seconds"), "status"] == "stand-in"
     assert timing.loc[("MLP", "parameters"), "status"] == "paper-only"  # not in the smoke run
-    assert "Table 11" in (repo / "reports" / "tables" / "running-time.md").read_text()
+    assert "Table 11" in (repo / "reports" / "tables" / "table11-running-time.md").read_text()
 
 
 def test_energy_stage_traces_and_figure(repo):

@@ -143,7 +143,7 @@ def test_table2_is_in_the_papers_order_with_one_note_per_reason(tmp_path):
     assert list(wide["model"]) == ["SGC", "GCN", "APPNP", "JKNet", "GCNII", "DAGNN",
                                    "TWIRLS-base", "MyModel"]
     write_index(results, tmp_path, set())
-    md = (tmp_path / "tables" / "standard-benchmarks.md").read_text()
+    md = (tmp_path / "tables" / "table2-standard-benchmarks.md").read_text()
     assert md.count("cannot download") == 1
     assert "- pubmed (SGC, GCN, TWIRLS-base): cannot download" in md
 
@@ -165,9 +165,9 @@ def test_table3_homophily_is_a_row_and_table5_is_datasets_by_statistics():
 def test_extra_tables_do_not_claim_paper_numbers(tmp_path):
     cells = [Cell("attack-clean", "nettack-cora", "TWIRLS", "accuracy", 80.0, 1.0, 5)]
     write_index(build_results(cells, read_paper()), tmp_path, set())
-    md = (tmp_path / "tables" / "attack-clean.md").read_text()
+    md = (tmp_path / "tables" / "table4-attack-clean.md").read_text()
     assert "(paper" not in md and "no numbers here" in md
-    assert "Ours (paper)" not in (tmp_path / "tables" / "attack-clean.tex").read_text()
+    assert "Ours (paper)" not in (tmp_path / "tables" / "table4-attack-clean.tex").read_text()
     readme = (tmp_path / "README.md").read_text()
     assert readme.index("## Scorecard") < readme.index("## Tables")
     assert readme.index("Table 2:") < readme.index("Table 12:") < readme.index("Extra:")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +14,7 @@ import pytest
 
 from twirls.reports.explanations import read_explanations
 from twirls.reports.figures_index import FIGURES
-from twirls.reports.render import TABLES, cell_text, table_frame, write_index
+from twirls.reports.render import TABLES, cell_text, file_stem, table_frame, write_index
 from twirls.reports.results import (
     COLUMNS,
     Cell,
@@ -110,15 +113,15 @@ def test_index_lists_every_table_and_figure(tmp_path):
     for table, title in TABLES.items():
         assert title in index
         for ext in ("md", "csv", "tex"):
-            assert (tmp_path / "tables" / f"{table}.{ext}").exists()
+            assert (tmp_path / "tables" / f"{file_stem(table)}.{ext}").exists()
     for title in FIGURES.values():
         assert title in index
     # every curve the paper draws is run (SSE was the last missing one): said so
     assert "Curves the paper draws that no stage runs: none.\n" in index
     assert "[cosine-rho.png](figures/cosine-rho.png)" in index
-    cws = (tmp_path / "tables" / "cws.md").read_text()
+    cws = (tmp_path / "tables" / "table12-cws.md").read_text()
     assert "no data (56.68 ± 2.81)" in cws and "- pku (MLP): missing" in cws
-    tex = (tmp_path / "tables" / "cws.tex").read_text()
+    tex = (tmp_path / "tables" / "table12-cws.tex").read_text()
     assert r"\begin{tabular}" in tex and r"$\pm$" in tex
 
 
@@ -160,11 +163,11 @@ def test_explanations_are_rendered_under_their_table_with_the_status(tmp_path):
                     "mlp-layers,*,*,one K=2 model for the whole table\n")
     ex = read_explanations(results, path)
     write_index(results, tmp_path, set(), ex)
-    md = (tmp_path / "tables" / "mlp-layers.md").read_text()
+    md = (tmp_path / "tables" / "table10-mlp-layers.md").read_text()
     assert ("- TWIRLS-base[K=1] / cora (differs): the appendix config is not the README's"
             in md)
     assert "- all cells: one K=2 model for the whole table" in md
-    assert "Why cells differ" not in (tmp_path / "tables" / "attack.md").read_text()
+    assert "Why cells differ" not in (tmp_path / "tables" / "table4-attack.md").read_text()
 
 
 def test_an_explanation_of_an_unknown_cell_is_one_clear_error(tmp_path):
@@ -204,15 +207,15 @@ def test_a_note_shared_by_every_cell_is_printed_once(tmp_path):
     cells.append(Cell("attack-prognn", "nettack-cora", "GCN (surrogate)", "accuracy", 55.0, 1.0,
                       5))
     write_index(build_results(cells, read_paper()), tmp_path, set())
-    clean = (tmp_path / "tables" / "attack-clean.md").read_text()
+    clean = (tmp_path / "tables" / "table4-attack-clean.md").read_text()
     assert "- all cells: graph: clean" in clean and "TWIRLS / nettack-cora: graph" not in clean
-    prognn = (tmp_path / "tables" / "attack-prognn.md").read_text()
+    prognn = (tmp_path / "tables" / "table4-attack-prognn.md").read_text()
     no_data = [Cell("mlp-layers", "pubmed", f"TWIRLS-base[K={k}]", "accuracy", status="no-data",
                     note="pubmed: missing") for k in (1, 2)]
     ran = [Cell("mlp-layers", "cora", f"TWIRLS-base[K={k}]", "accuracy", 83.0, 0.5, 10)
            for k in (1, 2)]
     write_index(build_results(no_data + ran, read_paper()), tmp_path, set())
-    mlp = (tmp_path / "tables" / "mlp-layers.md").read_text()
+    mlp = (tmp_path / "tables" / "table10-mlp-layers.md").read_text()
     # one line per distinct note, naming its dataset once
     assert "- pubmed (every model): missing" in mlp and "all cells" not in mlp
     assert mlp.count("missing") == 1 and "pubmed: missing" not in mlp
@@ -297,3 +300,25 @@ def test_table9s_primary_variant_fills_the_table_and_the_other_sits_beside_it():
         "truncation-T", "truncation-T-prognn-reference", "attack"]
     assert [with_primary(c, "reference").table for c in (paper, ref, other)] == [
         "truncation-T-paper", "truncation-T-prognn", "attack"]
+
+
+def test_sources_section_names_each_tables_params_stages_and_script_from_dvc_yaml(tmp_path):
+    from twirls.reports.sources import sources_lines
+
+    repo = Path(__file__).resolve().parents[1]
+    lines = sources_lines(repo / "dvc.yaml", TABLES, FIGURES, file_stem)
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| ")}
+    assert {f"Table {n}" for n in (2, 3, 4, 5, 8, 9, 10, 11, 12)} <= set(rows)
+    table4 = rows["Table 4"]
+    assert "`params/table4.yaml`" in table4 and "`table4-twirls@…`" in table4
+    assert "`twirls.stages.table4`" in table4 and "tables/table4-attack.md)" in table4
+    for script in re.findall(r"`(twirls\.stages\.\w+)`", "\n".join(lines)):
+        assert (repo / "src" / Path(*script.split("."))).with_suffix(".py").is_file(), script
+    # another script in dvc.yaml shows at once: the section is read, not written by hand
+    moved = (repo / "dvc.yaml").read_text().replace("twirls.stages.table4 ", "twirls.stages.t4 ")
+    (tmp_path / "dvc.yaml").write_text(moved)
+    lines = sources_lines(tmp_path / "dvc.yaml", TABLES, FIGURES, file_stem)
+    assert any("Table 4" in line and "`twirls.stages.t4`" in line for line in lines)
+    proc = subprocess.run([sys.executable, "-m", "twirls.dag", "sources"], cwd=repo,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # docs/sources.md is current

@@ -74,7 +74,7 @@ def test_round_robin_times_every_model_in_train_and_eval_mode():
 @pytest.mark.parametrize("labels", [("GCN", "TWIRLS*", "GAT"), ("GCN", "TWIRLS*")])
 def test_stage_writes_cells_for_every_model_on_the_random_graph(tmp_path, monkeypatch, labels):
     """With GAT and without it."""
-    from twirls.stages import timing
+    from twirls.stages import table11 as timing
 
     models = {"GCN": TIMING["models"]["GCN"], "TWIRLS*": TIMING["models"]["TWIRLS*"],
               "GAT": {"model": "gat", "model_cfg": {"layers": 2, "hidden": 4}}}
@@ -98,7 +98,7 @@ def test_stage_writes_cells_for_every_model_on_the_random_graph(tmp_path, monkey
 
 
 def test_stage_rejects_a_bad_model_config_by_name(tmp_path, monkeypatch, capsys):
-    from twirls.stages import timing
+    from twirls.stages import table11 as timing
 
     cfg = {**TIMING, "graph": "random", "epochs": 1,
            "random_sizes": {"nodes": 50, "edges": 100, "features": 4, "classes": 2, "train": 10},
@@ -115,7 +115,7 @@ def test_stage_rejects_a_bad_model_config_by_name(tmp_path, monkeypatch, capsys)
 def test_cells_on_arxiv_are_judged_and_on_a_substitute_graph_are_stand_ins():
     """Every model of Table 11 is timed on the one device of the stage (GAT and GraphSAGE are
     torch-native): on ogbn-arxiv no cell is a stand-in; on the random graph every one is."""
-    from twirls.stages.timing import timing_cells
+    from twirls.stages.table11 import timing_cells
 
     timers = []
     for name, seconds in (("GCN", 0.01), ("GAT", 2.0)):

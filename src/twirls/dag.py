@@ -3,6 +3,7 @@
     python -m twirls.dag                 # the graph by stage family, as Mermaid (docs/stages.md)
     python -m twirls.dag deps [--write]  # every stage's code deps against its import closure
     python -m twirls.dag cycles          # import cycles among the modules of src/twirls
+    python -m twirls.dag sources [--write]  # docs/sources.md: each table's params, stages, script
 
 ``dvc dag`` draws every one of the ~120 stages (4,645 characters wide); collapsing each
 ``family@item`` to its family keeps the shape readable. ``python -m twirls.dag`` reads
@@ -290,6 +291,26 @@ def check_deps(write: bool) -> int:
     return 1 if problems else 0
 
 
+def check_sources(write: bool, dvc_yaml: Path = REPO / "dvc.yaml",
+                  out: Path = REPO / "docs" / "sources.md") -> int:
+    """``docs/sources.md`` against what ``dvc.yaml`` gives (:mod:`twirls.reports.sources`):
+    rewritten with ``write``, else exit status 1 when it differs."""
+    from twirls.files import write_text
+    from twirls.reports.figures_index import FIGURES
+    from twirls.reports.render import TABLES, file_stem
+    from twirls.reports.sources import sources_lines
+
+    text = "\n".join(sources_lines(dvc_yaml, TABLES, FIGURES, file_stem))
+    if write:
+        write_text(out, text)
+        return 0
+    if not out.is_file() or out.read_text() != text:
+        print(f"{out.relative_to(REPO)} is not what dvc.yaml gives; "
+              "fix: python -m twirls.dag sources --write")
+        return 1
+    return 0
+
+
 def import_cycles() -> list[list[str]]:
     """Each set of ``twirls`` modules that reach one another through their imports (sorted,
     two modules or more); a module's import of its own packages is left out."""
@@ -314,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["deps"]:
         return check_deps(write="--write" in args[1:])
+    if args[:1] == ["sources"]:
+        return check_sources(write="--write" in args[1:])
     if args[:1] == ["cycles"]:
         cycles = import_cycles()
         for group in cycles:

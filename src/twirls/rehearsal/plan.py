@@ -83,12 +83,12 @@ class StagePlan:
         if self.kind == "sweep":  # writes results/, metrics/, reports/figures/ under its cwd
             return ["twirls.stages.sweep", self.group, "--raw", raw]
         if self.kind == "timing":
-            return ["twirls.stages.timing", "--raw", raw, "--out", out]
+            return ["twirls.stages.table11", "--raw", raw, "--out", out]
         if self.kind == "cws":
             return ["twirls.stages.table12", "--raw", raw, "--out", out]
-        return ["twirls.stages.datasets", "--raw", raw,
+        return ["twirls.stages.table5", "--raw", raw,
                 "--cells", f"{out}/results/{DATASETS_GROUP}.json",
-                "--tables", f"{out}/reports/tables"]
+                "--overview", f"{out}/reports/datasets"]
 
     def params(self, real: dict[str, Any], epochs: int) -> dict[str, Any]:
         """The rehearsal ``params.yaml``: the real one with this stage's budget keys changed."""

@@ -170,14 +170,14 @@ def read_metrics(path: Path) -> dict[str, Any] | None:
 
 
 def metrics_file(plan: StagePlan, work: Path, out: Path) -> Path:
-    """Where the stage's run writes its metrics (the datasets stage: its csv table)."""
+    """Where the stage's run writes its metrics (the table5 stage: its datasets overview)."""
     if plan.kind == "train":
         return out / "metrics" / plan.group / f"{plan.name}.json"
     if plan.kind == "sweep":  # the sweep stage writes under its cwd, the workspace
         return work / "metrics" / f"{plan.group}.json"
     if plan.kind in ("timing", "cws"):
         return out / "metrics" / f"{plan.group}.json"
-    return out / "reports" / "tables" / "datasets.csv"
+    return out / "reports" / "datasets.csv"
 
 
 def data_problem(plan: StagePlan, metrics: dict[str, Any] | None) -> str:

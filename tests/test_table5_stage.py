@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from twirls.data.graph import GraphData, Split, undirected_graph
-from twirls.stages.datasets import (
+from twirls.stages.table5 import (
     TREATMENTS,
     edge_count_rule,
     edge_homophily_counts,

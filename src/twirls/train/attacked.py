@@ -1,30 +1,16 @@
-"""Stages of the attacked-graph groups: ``table4@<dataset>-<graph>-<defense>``,
-``table4-twirls-base@<dataset>``, ``table4-twirls@<dataset>`` (Table 4's grid), ``table9@<dataset>``
-and ``variants-attacked@<name>``.
-
-Table 4's cells are composed from its group (:func:`twirls.config.entries.table4_entry`):
-``--dataset --graph --model <defense>`` picks one cell of the grid; ``--dataset --model twirls``
-(or ``twirls-base``) runs TWIRLS on every graph of ``table4.graphs``. ``table9 --dataset`` runs
-every graph x truncation T of Table 9 (:func:`twirls.config.entries.table9_entry`), with the
-attention pinned in its own group. ``variants-attacked`` entries name their dataset and graph and
-reuse ``table4.twirls.<dataset>`` (:func:`twirls.config.entries.attacked_twirls_entry`), with
-the attention their entry pins. ``--model twirls`` reads the global ``attention`` params.
-
-A stage with several entries runs all their seeds in one pool of ``jobs`` worker processes (one
-stage per dataset rather than per graph: fewer process starts and fuller rounds), each run the
-same seeded computation as alone, so its score is bit-identical.
+"""Training on the attacked graphs (Table 4, Table 9, the attacked variant comparison): the
+graph of a cell (``clean``, ``fast`` or ``prognn``), a defense's seeded fits or TWIRLS' runs, and
+every entry of a stage in one pool of worker processes.
 
 Graphs and splits: ``clean`` is DeepRobust's nettack LCC with the seed-15 split; ``fast`` is the
 attack stage's output with the split it attacked; ``prognn`` is Pro-GNN's published 20%
-Meta-Self graph with Pro-GNN's split. Writes ``results/<stage group>/<name>.json`` and
-``metrics/<stage group>/<name>.json`` (a stage of several entries: one summary per entry, keyed by
-graph, or by ``<graph>-T<truncation>`` for Table 9).
+Meta-Self graph with Pro-GNN's split. A stage with several entries runs all their seeds in one pool
+of ``jobs`` worker processes (one stage per dataset rather than per graph: fewer process starts
+and fuller rounds), each run the same seeded computation as alone, so its score is bit-identical.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -36,12 +22,11 @@ import scipy.sparse as sp
 import torch
 
 from twirls.attack.io import load_attacked
-from twirls.config.entries import TWIRLS_ROWS, attacked_twirls_entry, table4_entry, table9_entry
 from twirls.config.schema import GRAPHS
 from twirls.data import nettack
 from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.data.registry import DatasetUnavailable, load_dataset
-from twirls.stages.skeleton import StageOutputs, entry, open_stage
+from twirls.reports.results import Cell
 from twirls.train.device import stage_device
 from twirls.train.experiment import cells_for, check_model, experiment_runs
 from twirls.train.loop import RunResult, SeedsResult
@@ -91,51 +76,6 @@ def with_attention(exp: dict[str, Any], attention: dict[str, Any]) -> dict[str, 
     return {**exp, "model_cfg": cfg, "split": "attack"}
 
 
-def stage_entries(args: argparse.Namespace
-                  ) -> tuple[str, StageOutputs, dict[str, dict[str, Any]], dict[str, Any]]:
-    """The stage's name, its outputs, its complete entries (by metrics key; ``""`` for a stage
-    of one entry) and its declared params."""
-    if args.group == "table4":
-        if not (args.dataset and args.model):
-            raise ValueError("table4 needs --dataset and --model (and --graph for a defense)")
-        twirls = args.model in TWIRLS_ROWS
-        if not twirls and not args.graph:
-            raise ValueError(f"table4 --model {args.model} needs --graph")
-        group = f"table4-{args.model}" if twirls else "table4"
-        name = args.dataset if twirls else f"{args.dataset}-{args.graph}-{args.model}"
-        stage = f"{group}@{name}"
-        params = open_stage(stage)
-        t4 = params["table4"]
-        graphs = t4["graphs"] if twirls else [args.graph]
-        entries = {(g if twirls else ""): table4_entry(t4, args.dataset, g, args.model)
-                   for g in graphs}
-        if "attention" in params:
-            entries = {k: with_attention(e, params["attention"]) for k, e in entries.items()}
-    elif args.group == "table9":
-        if not args.dataset:
-            raise ValueError("table9 needs --dataset")
-        stage = f"table9@{args.dataset}"
-        params = open_stage(stage)
-        t9 = params["table9"]
-        entries = {
-            f"{g}-T{t}" + ("" if v == "paper" else f"-{v}"): with_attention(
-                table9_entry(t9, params["table4"], args.dataset, g, t, v), t9["attention"])
-            for v in t9["variants"] for g in t9["graphs"] for t in t9["truncations"]}
-        name = args.dataset
-    else:
-        if not args.entry:
-            raise ValueError(f"{args.group} needs --entry <name>")
-        stage = f"{args.group}@{args.entry}"
-        params = open_stage(stage)
-        entry = attacked_twirls_entry(params[args.group][args.entry], params["table4"])
-        entries = {"": with_attention(entry, params.get("attention") or {})
-                   if "attention" in entry else {**entry, "split": "attack"}}  # TWIRLS-base
-        name = args.entry
-    group = stage.split("@")[0]
-    return stage, StageOutputs(group, name), {k: {**e, "split": "attack"}
-                                              for k, e in entries.items()}, params
-
-
 def entry_runs(exp: dict[str, Any], data: GraphData, device: torch.device
                ) -> list[Callable[[], RunResult]]:
     """The seeded runs of one entry: a defense's fits or TWIRLS's training runs."""
@@ -145,18 +85,11 @@ def entry_runs(exp: dict[str, Any], data: GraphData, device: torch.device
     return experiment_runs(exp, data, seeds, device, progress=False)
 
 
-@entry
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("group", choices=("table4", "table9", "variants-attacked"))
-    parser.add_argument("--dataset")
-    parser.add_argument("--graph")
-    parser.add_argument("--model")
-    parser.add_argument("--entry")
-    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
-    parser.add_argument("--attacked", type=Path, default=Path("data/attacked"))
-    args = parser.parse_args(argv)
-    stage, out, entries, params = stage_entries(args)
+def run_attacked(stage: str, entries: dict[str, dict[str, Any]], params: dict[str, Any],
+                 raw: Path, attacked: Path) -> tuple[list[Cell], dict[str, Any]]:
+    """Every seed of ``entries`` (by metrics key; ``""`` for a stage of one entry) in one pool;
+    their cells and the stage's metrics (one entry's summary, else one per key)."""
+    entries = {k: {**e, "split": "attack"} for k, e in entries.items()}
     for e in entries.values():
         if "model" in e:
             check_model(e, stage)
@@ -168,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     for key, exp in entries.items():
         if exp["graph"] not in graphs:
             try:
-                graphs[exp["graph"]] = attacked_graph(load_dataset(exp["dataset"], args.raw),
-                                                      exp["graph"], args.raw, args.attacked)
+                graphs[exp["graph"]] = attacked_graph(load_dataset(exp["dataset"], raw),
+                                                      exp["graph"], raw, attacked)
             except DatasetUnavailable as exc:
                 graphs[exp["graph"]] = str(exc)
         data = graphs[exp["graph"]]
@@ -188,10 +121,4 @@ def main(argv: list[str] | None = None) -> int:
         cells += cells_for({**exp, "note": note}, "accuracy", result, reason)
         metrics[key] = {"status": "no-data", "reason": reason} if result is None else {
             "status": "ok", "device": str(device), "graph": exp["graph"], **result.summary()}
-    out.write_cells(cells)
-    out.write_metrics(metrics[""] if list(metrics) == [""] else metrics)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return cells, metrics[""] if list(metrics) == [""] else metrics

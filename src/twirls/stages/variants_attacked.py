@@ -1,0 +1,41 @@
+"""Stage ``variants-attacked@<name>``: one TWIRLS entry on an attacked graph in both variants
+(our table ``variant-comparison``). Each entry names its dataset and graph and reuses
+``table4.twirls.<dataset>`` (:func:`twirls.config.entries.attacked_twirls_entry`) with the
+attention it pins (none: TWIRLS-base). Writes ``results/variants-attacked/<name>.json`` and
+``metrics/variants-attacked/<name>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from twirls.config.entries import attacked_twirls_entry
+from twirls.stages.skeleton import StageOutputs, entry, open_stage
+from twirls.train.attacked import run_attacked, with_attention
+
+FAMILY = "variants-attacked"
+
+
+@entry
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--entry", required=True)
+    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
+    parser.add_argument("--attacked", type=Path, default=Path("data/attacked"))
+    args = parser.parse_args(argv)
+    stage = f"{FAMILY}@{args.entry}"
+    params = open_stage(stage)
+    exp = attacked_twirls_entry(params[FAMILY][args.entry], params["table4"])
+    if "attention" in exp:
+        exp = with_attention(exp, params.get("attention") or {})
+    cells, metrics = run_attacked(stage, {"": exp}, params, args.raw, args.attacked)
+    out = StageOutputs(FAMILY, args.entry)
+    out.write_cells(cells)
+    out.write_metrics(metrics)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
