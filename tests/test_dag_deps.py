@@ -37,6 +37,15 @@ def test_the_closure_follows_imports_in_functions_packages_and_dynamic_loaders()
     assert not any("bench" in p.parts or "rehearsal" in p.parts for p in table4 | table12)
 
 
+def test_no_stage_runs_the_tooling():
+    """bench/, rehearsal/ and dag.py measure and check the pipeline; the science never imports
+    them, so a change there reruns no stage."""
+    tooling = [Path("src/twirls/bench"), Path("src/twirls/rehearsal"), Path("src/twirls/dag.py")]
+    for stage in dag.stage_deps():
+        used = [str(p) for p in stage.needed if any(p == t or t in p.parents for t in tooling)]
+        assert used == [], f"{stage.family} runs {used}"
+
+
 def test_minimal_deps_names_a_folder_only_when_it_runs_all_of_it():
     models = dag.tracked_files(Path("src/twirls/models"))
     assert dag.minimal_deps(models) == ["src/twirls/models"]
