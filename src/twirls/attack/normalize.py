@@ -93,4 +93,4 @@ def to_torch(matrix: sp.spmatrix, device: str | torch.device | None = None) -> t
                  torch.from_numpy(csr.data))
         if device is not None:
             parts = tuple(t.to(device) for t in parts)
-        return torch.sparse_csr_tensor(*parts, size=csr.shape)
+        return torch.sparse_csr_tensor(*parts, size=csr.shape, check_invariants=False)

@@ -27,7 +27,8 @@ def _torch_work() -> float:
     gen = torch.Generator().manual_seed(0)
     n, nnz, width = 3000, 30_000, 16
     idx = torch.randint(0, n, (2, nnz), generator=gen)
-    mat = torch.sparse_coo_tensor(idx, torch.rand(nnz, generator=gen), (n, n)).coalesce()
+    mat = torch.sparse_coo_tensor(idx, torch.rand(nnz, generator=gen), (n, n),
+                                  check_invariants=False).coalesce()
     with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
         warnings.simplefilter("ignore", UserWarning)
         mat = mat.to_sparse_csr()

@@ -230,7 +230,8 @@ def fit_evaluate(
     dense = torch.as_tensor(features.toarray(), dtype=torch.float32, device=device)
     coo = features.tocoo()
     x = torch.sparse_coo_tensor(np.vstack([coo.row, coo.col]), coo.data, coo.shape,
-                                dtype=torch.float32, device=device).coalesce()
+                                dtype=torch.float32, device=device,
+                                check_invariants=False).coalesce()
     y = torch.as_tensor(labels, device=device)
     src, dst = edge_lists(adj, device)
     start = time.perf_counter()

@@ -304,7 +304,8 @@ def _csr(ops: GraphOps, values: Tensor) -> Tensor:
     crow, col = ops.cached("csr_int32_indices", lambda: _int32_indices(ops))
     with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
         warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, col, values, (ops.n, ops.n))
+        return torch.sparse_csr_tensor(crow, col, values, (ops.n, ops.n),
+                                       check_invariants=False)
 
 
 def _int32_indices(ops: GraphOps) -> tuple[Tensor, Tensor]:

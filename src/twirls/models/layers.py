@@ -34,7 +34,8 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     if not is_sparse(x) or not training or p == 0.0:
         return F.dropout(x, p, training) if not is_sparse(x) else x
     values = F.dropout(x.values(), p, True)
-    return torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), values, x.shape)
+    return torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), values, x.shape,
+                                   check_invariants=False)
 
 
 class FeedForward(nn.Module):

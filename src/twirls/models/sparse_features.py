@@ -39,7 +39,7 @@ _CACHE: OrderedDict[tuple, _Transpose] = OrderedDict()
 def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
     with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
         warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, col, values, shape)
+        return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
 
 
 def _key(crow: Tensor, col: Tensor, shape: tuple[int, int]) -> tuple:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from twirls.reports.energy_figure import plot_energy, title_for
-from twirls.train.outputs import write_json, write_metrics
+from twirls.train.outputs import write_json_without_nan, write_metrics
 
 #: trace name -> prefix of its entries in the metrics file
 METRIC_PREFIX = {"twirls-base": "base", "irls-every": "every", "twirls-middle": "middle"}
@@ -70,12 +70,12 @@ def write_energy(out: Path, result: Mapping[str, Any], device: str = "cpu") -> d
     paths = output_paths(out, result["dataset"])
     title = title_for(result["dataset"])
     if result["status"] != "ok":
-        write_json(paths["results"], dict(result))
+        write_json_without_nan(paths["results"], dict(result))
         write_metrics(paths["metrics"], {"status": result["status"], "reason": result["reason"]})
         plot_energy(result, paths["figure"], title, reason=result["reason"])
         return paths
     measured, seconds = split_timings(result)
-    write_json(paths["results"], jsonable(measured))
+    write_json_without_nan(paths["results"], jsonable(measured))
     write_metrics(paths["metrics"], {**energy_metrics(result), "device": device, **seconds})
     plot_energy(result, paths["figure"], title)
     return paths

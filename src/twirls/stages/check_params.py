@@ -20,7 +20,7 @@ import yaml
 from twirls.config.schema import ConfigError, check_params
 from twirls.params import read_all
 from twirls.stages.cli import entry
-from twirls.train.outputs import write_json
+from twirls.train.outputs import write_json_without_nan
 
 #: how to get back the committed params after a rejected value (``-S`` or an edit)
 UNDO = "git checkout -- params.yaml params"
@@ -43,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc} (fix the value, or undo the change: {UNDO})", file=sys.stderr)
         return 1
-    write_json(args.out, {"params": str(args.params or "params.yaml + params/*.yaml"),
-                          "status": "ok"})
+    write_json_without_nan(args.out, {"params": str(args.params or "params.yaml + params/*.yaml"),
+                                      "status": "ok"})
     return 0
 
 

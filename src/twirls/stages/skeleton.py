@@ -59,6 +59,11 @@ class StageOutputs:
     def write_metrics(self, summary: dict[str, Any]) -> None:
         write_metrics(self.metrics, summary)
 
+    def write(self, cells: list[Cell], summary: dict[str, Any]) -> None:
+        """The stage's cells (:meth:`write_cells`), then its metrics (:meth:`write_metrics`)."""
+        self.write_cells(cells)
+        self.write_metrics(summary)
+
     def write_history(self, history: list[dict[str, float]]) -> None:
         write_history(self.plots, history)
 
@@ -108,4 +113,13 @@ def raw_out_parser(description: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))
     parser.add_argument("--out", type=Path, default=Path("."))
+    return parser
+
+
+def attacked_parser(description: str | None) -> argparse.ArgumentParser:
+    """The arguments of a stage that trains on the attacked graphs: ``--raw`` (clean data,
+    default ``data/raw``) and ``--attacked`` (the perturbed graphs, default ``data/attacked``)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
+    parser.add_argument("--attacked", type=Path, default=Path("data/attacked"))
     return parser

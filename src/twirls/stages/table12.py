@@ -41,8 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         cells, metrics = run_table12(group, args.raw / "pku", device)
     except DatasetUnavailable as exc:
         cells, metrics = no_data_cells(group, str(exc)), {"status": "no-data", "reason": str(exc)}
-    out.write_cells(cells)
-    out.write_metrics(metrics)
+    out.write(cells, metrics)
     for cell in cells:
         shown = "no data" if cell.mean is None else f"{cell.mean:.2f} ± {cell.std:.2f}"
         print(f"{STAGE}: {cell.model}: macro F1 {shown} ({cell.status or metrics['protocol']})")

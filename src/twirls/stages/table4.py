@@ -10,23 +10,19 @@ and ``metrics/<family>/<name>.json`` (TWIRLS: one summary per graph).
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 from twirls.config.entries import TWIRLS_ROWS, table4_entry
-from twirls.stages.skeleton import StageOutputs, entry, open_stage
+from twirls.stages.skeleton import StageOutputs, attacked_parser, entry, open_stage
 from twirls.train.attacked import run_attacked, with_attention
 
 
 @entry
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = attacked_parser(__doc__)
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--model", required=True, help="a defense, twirls-base or twirls")
     parser.add_argument("--graph", help="the graph of a defense's cell")
-    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
-    parser.add_argument("--attacked", type=Path, default=Path("data/attacked"))
     args = parser.parse_args(argv)
     twirls = args.model in TWIRLS_ROWS
     if not twirls and not args.graph:
@@ -42,9 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     if "attention" in params:
         entries = {k: with_attention(e, params["attention"]) for k, e in entries.items()}
     cells, metrics = run_attacked(stage, entries, params, args.raw, args.attacked)
-    out = StageOutputs(family, name)
-    out.write_cells(cells)
-    out.write_metrics(metrics)
+    StageOutputs(family, name).write(cells, metrics)
     return 0
 
 

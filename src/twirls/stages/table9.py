@@ -7,21 +7,17 @@ summary per ``<graph>-T<truncation>[-<variant>]``).
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 from twirls.config.entries import table9_entry
-from twirls.stages.skeleton import StageOutputs, entry, open_stage
+from twirls.stages.skeleton import StageOutputs, attacked_parser, entry, open_stage
 from twirls.train.attacked import run_attacked, with_attention
 
 
 @entry
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = attacked_parser(__doc__)
     parser.add_argument("--dataset", required=True)
-    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
-    parser.add_argument("--attacked", type=Path, default=Path("data/attacked"))
     args = parser.parse_args(argv)
     stage = f"table9@{args.dataset}"
     params = open_stage(stage)
@@ -31,9 +27,7 @@ def main(argv: list[str] | None = None) -> int:
             table9_entry(t9, params["table4"], args.dataset, g, t, v), t9["attention"])
         for v in t9["variants"] for g in t9["graphs"] for t in t9["truncations"]}
     cells, metrics = run_attacked(stage, entries, params, args.raw, args.attacked)
-    out = StageOutputs("table9", args.dataset)
-    out.write_cells(cells)
-    out.write_metrics(metrics)
+    StageOutputs("table9", args.dataset).write(cells, metrics)
     return 0
 
 

@@ -7,12 +7,10 @@ attention it pins (none: TWIRLS-base). Writes ``results/variants-attacked/<name>
 
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 from twirls.config.entries import attacked_twirls_entry
-from twirls.stages.skeleton import StageOutputs, entry, open_stage
+from twirls.stages.skeleton import StageOutputs, attacked_parser, entry, open_stage
 from twirls.train.attacked import run_attacked, with_attention
 
 FAMILY = "variants-attacked"
@@ -20,10 +18,8 @@ FAMILY = "variants-attacked"
 
 @entry
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = attacked_parser(__doc__)
     parser.add_argument("--entry", required=True)
-    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
-    parser.add_argument("--attacked", type=Path, default=Path("data/attacked"))
     args = parser.parse_args(argv)
     stage = f"{FAMILY}@{args.entry}"
     params = open_stage(stage)
@@ -31,9 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     if "attention" in exp:
         exp = with_attention(exp, params.get("attention") or {})
     cells, metrics = run_attacked(stage, {"": exp}, params, args.raw, args.attacked)
-    out = StageOutputs(FAMILY, args.entry)
-    out.write_cells(cells)
-    out.write_metrics(metrics)
+    StageOutputs(FAMILY, args.entry).write(cells, metrics)
     return 0
 
 

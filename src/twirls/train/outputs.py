@@ -15,7 +15,7 @@ import torch
 from twirls import files
 
 
-def write_json(path: Path, obj: dict[str, Any]) -> None:
+def write_json_without_nan(path: Path, obj: dict[str, Any]) -> None:
     """Metrics JSON for ``dvc metrics`` (NaN entries, e.g. no train score, are left out)."""
     obj = {k: v for k, v in obj.items() if not (isinstance(v, float) and math.isnan(v))}
     files.write_json(path, obj, sort_keys=True)
@@ -30,7 +30,7 @@ def stack() -> dict[str, str]:
 
 def write_metrics(path: Path, obj: dict[str, Any]) -> None:
     """A stage's metrics file: ``obj`` and the :func:`stack` of this run."""
-    write_json(path, {**obj, "stack": stack()})
+    write_json_without_nan(path, {**obj, "stack": stack()})
 
 
 def write_history(path: Path, history: list[dict[str, float]]) -> None:

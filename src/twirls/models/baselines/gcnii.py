@@ -74,7 +74,8 @@ def dropout_linear(ops: GraphOps, x: Tensor, lin: nn.Linear, p: float, training:
         values = F.dropout(xs.values(), p, training)
         with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
             warnings.simplefilter("ignore", UserWarning)
-            xd = torch.sparse_csr_tensor(xs.crow_indices(), xs.col_indices(), values, xs.shape)
+            xd = torch.sparse_csr_tensor(xs.crow_indices(), xs.col_indices(), values, xs.shape,
+                                         check_invariants=False)
             out = csr_matmul(xd, lin.weight.T)
     return out + lin.bias if bias and lin.bias is not None else out
 

@@ -56,7 +56,8 @@ def hop_adjacencies(ops: GraphOps) -> tuple[Tensor, Tensor]:
         deg = torch.bincount(index[0], minlength=ops.n).to(ops.dtype)
         d = torch.where(deg > 0, deg.clamp(min=1.0).rsqrt(), torch.zeros_like(deg))
         values = d[index[0]] * d[index[1]]
-        coo = torch.sparse_coo_tensor(index, values, (ops.n, ops.n)).coalesce()
+        coo = torch.sparse_coo_tensor(index, values, (ops.n, ops.n),
+                                      check_invariants=False).coalesce()
         with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
             warnings.simplefilter("ignore", UserWarning)
             return coo.to_sparse_csr()
@@ -65,7 +66,7 @@ def hop_adjacencies(ops: GraphOps) -> tuple[Tensor, Tensor]:
         n = ops.n
         one = torch.stack([ops.dst, ops.src])
         a = torch.sparse_coo_tensor(one, torch.ones(one.shape[1], device=ops.device),
-                                    (n, n)).coalesce()
+                                    (n, n), check_invariants=False).coalesce()
         with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
             warnings.simplefilter("ignore", UserWarning)
             two = torch.sparse.mm(a, a).coalesce().indices()  # a path of length 2 exists

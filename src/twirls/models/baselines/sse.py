@@ -273,6 +273,13 @@ class SSE(nn.Module):
                              "`embedding: <dim>` in the model config to learn node inputs")
         return x
 
+    def operands(self, ops: GraphOps, x: Tensor | None) -> tuple[Tensor, SparseMatrix]:
+        """The inputs (:meth:`inputs`) and the aggregation matrix of a graph the table fits."""
+        if ops.n != self.table.shape[0]:
+            raise ValueError(f"SSE: the table has {self.table.shape[0]} rows but the graph has "
+                             f"{ops.n} nodes")
+        return self.inputs(x), self.adjacency(ops)
+
     def operator(self, adj: SparseMatrix, h: Tensor, x: Tensor, rows: Tensor | None = None,
                  agg_x: Tensor | None = None) -> Tensor:
         """``T_Θ[{h_u}]_v`` for the nodes ``rows`` (all if ``None``), in that order.
@@ -346,11 +353,7 @@ class SSE(nn.Module):
     @torch.no_grad()
     def update_table_(self, ops: GraphOps, x: Tensor | None) -> None:
         """Step 1 of the schedule: ``updates`` sampled damped updates of the table."""
-        if ops.n != self.table.shape[0]:
-            raise ValueError(f"SSE: the table has {self.table.shape[0]} rows but the graph has "
-                             f"{ops.n} nodes")
-        xs = self.inputs(x)
-        adj = self.adjacency(ops)
+        xs, adj = self.operands(ops, x)
         # off the CPU, the aggregates of a batch come from whole-graph products (gathering a
         # batch's edges needs their count on the host); ⊕x once per step there
         agg_x_all = None if xs.device.type == "cpu" else adj @ xs
@@ -367,11 +370,7 @@ class SSE(nn.Module):
             self.last_update_nodes.append(nodes)
 
     def forward(self, ops: GraphOps, x: Tensor | None) -> Tensor:
-        if ops.n != self.table.shape[0]:
-            raise ValueError(f"SSE: the table has {self.table.shape[0]} rows but the graph has "
-                             f"{ops.n} nodes")
-        xs = self.inputs(x)
-        adj = self.adjacency(ops)
+        xs, adj = self.operands(ops, x)
         if not self.training:
             h = self.table
             if self.cfg.eval_sweeps:

@@ -190,7 +190,7 @@ class _ReluDropout(torch.autograd.Function):
 def _csr(crow: Tensor, col: Tensor, values: Tensor, shape: Sequence[int]) -> Tensor:
     with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
         warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, col, values, tuple(shape))
+        return torch.sparse_csr_tensor(crow, col, values, tuple(shape), check_invariants=False)
 
 
 def _int32(index: Tensor) -> Tensor:
