@@ -254,9 +254,11 @@ def test_check_table12():
 
 def test_stand_in_cells(pku_root):
     (pku_root / pku.TRAIN_FILE).unlink()
-    cells, metrics = run_table12(group(models={"TWIRLS-base": TINY_MODELS["TWIRLS-base"]}),
-                                 pku_root, progress=False)
+    cells, metrics, rows = run_table12(group(models={"TWIRLS-base": TINY_MODELS["TWIRLS-base"]}),
+                                       pku_root, progress=False)
     (cell,) = cells
+    assert [r["seed"] for r in rows] == [0, 1] and {r["protocol"] for r in rows} == {STAND_IN}
+    assert [r["value"] for r in rows] == cell.extra["test_per_run"]
     assert (cell.table, cell.dataset, cell.model, cell.metric) == (
         "cws", "pku", "TWIRLS-base", "macro_f1")
     assert cell.status == "stand-in" and cell.runs == 2 and 0 <= cell.mean <= 100

@@ -74,6 +74,27 @@ def test_results_and_index(repo):
     assert het.loc[("texas", "TWIRLS"), "runs"] == 10  # one run on each of the ten splits
 
 
+def test_every_experiment_stage_writes_the_runs_behind_its_cells(repo):
+    """Each stage's ``results/<...>.csv`` (one row per run) gives every cell of its
+    ``results/<...>.json`` (same runs, same mean), for every kind of experiment stage."""
+    from twirls.reports.runs import unmatched_cells
+
+    not_runs = {"params-check.json", "table5.json"}
+    kinds = set()
+    for cells_file in sorted((repo / "results").rglob("*.json")):
+        if cells_file.name in not_runs or cells_file.parent.name == "energy":
+            continue
+        rows_file = cells_file.with_suffix(".csv")
+        assert rows_file.exists(), f"{cells_file} has no rows file"
+        rows = pd.read_csv(rows_file, keep_default_na=False).to_dict("records")
+        cells = json.loads(cells_file.read_text())
+        assert unmatched_cells(cells, rows) == [], cells_file
+        if rows:
+            kinds.add(cells_file.parent.name if cells_file.parent.name != "results"
+                      else cells_file.stem)
+    assert {"table2", "table3", "table8", "chains", "table11"} <= kinds, kinds
+
+
 def test_sweep_draws_its_figure(repo):
     assert (repo / "reports" / "figures" / "figure2.png").stat().st_size > 1000
     index = (repo / "reports" / "README.md").read_text()

@@ -8,10 +8,12 @@ import subprocess
 from twirls.bench.rerun_diff import (
     claim_changes,
     compare_cells,
+    compare_rows,
     compare_tree,
     status_changes,
     summary,
 )
+from twirls.reports.runs import runs_text
 
 
 def cell(model, runs, mean=None, metric="accuracy"):
@@ -50,6 +52,44 @@ def test_compare_tree_reads_the_committed_file_from_git(tmp_path):
     rows = compare_tree(results, "HEAD", tmp_path)
     assert [(r["file"], r["runs_moved"]) for r in rows] == [("results/a.json", 1)]
     assert compare_tree(path, "HEAD", tmp_path) == rows  # one file
+
+
+def sweep_rows(values, metric="accuracy"):
+    """A sweep's rows text: two grid points (steps 8, 16) of two seeds each."""
+    rows = [{"table": "figure2", "dataset": "cora", "graph": "clean", "model": "TWIRLS-base",
+             "variant": "paper", "steps": steps, "split": "public", "seed": seed,
+             "metric": metric, "value": v, "best_epoch": 3, "epochs": 9, "seconds": 0.1,
+             "device": "cpu"}
+            for (steps, seed), v in zip([(8, 0), (8, 1), (16, 0), (16, 1)], values, strict=True)]
+    return runs_text(rows)
+
+
+def test_rows_compare_every_point_of_a_sweep_run_by_run():
+    old = sweep_rows([80.0, 81.0, 82.0, 83.0])
+    new = sweep_rows([80.0, 81.0, 82.0, 84.0])
+    rows = compare_rows(old, new)
+    assert [(r["model"], r["runs"], r["runs_moved"]) for r in rows] == [
+        ("TWIRLS-base {'steps': '8'}", 2, 0), ("TWIRLS-base {'steps': '16'}", 2, 1)]
+    assert rows[1]["mean_before"] == 82.5 and rows[1]["mean_after"] == 83.0
+    assert compare_rows(sweep_rows([1.0] * 4, "train_seconds"),
+                        sweep_rows([2.0] * 4, "train_seconds")) == []  # scores only
+
+
+def test_compare_tree_prefers_rows_where_both_sides_have_them(tmp_path):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "results").mkdir()
+    cells, runs = tmp_path / "results" / "figure2.json", tmp_path / "results" / "figure2.csv"
+    cells.write_text("[]")  # a sweep without paper cells: only its rows can be compared
+    runs.write_text(sweep_rows([80.0, 81.0, 82.0, 83.0]))
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    runs.write_text(sweep_rows([80.0, 81.0, 82.0, 84.0]))
+    rows = compare_tree(tmp_path / "results", "HEAD", tmp_path)
+    assert [(r["file"], r["runs_moved"]) for r in rows] == [
+        ("results/figure2.csv", 0), ("results/figure2.csv", 1)]
 
 
 def test_status_and_claim_changes_between_two_reports():

@@ -6,6 +6,9 @@ from __future__ import annotations
 import importlib.util
 import json
 
+import pandas as pd
+import pytest
+
 from twirls.data.registry import STATUS_FILE
 
 from fixtures import write_amazon
@@ -94,3 +97,27 @@ def test_unknown_data_option_is_one_clear_message(tmp_path, monkeypatch, capsys)
     err = capsys.readouterr().err
     assert "s.data_grid: dataset 'chains' has no option 'lenght'" in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_sweep_rows_hold_every_point_and_split(tmp_path, monkeypatch):
+    """The figure's data: per label ratio (a ``split`` of the data grid) and metric, the runs
+    whose means the metrics file gives."""
+    write_amazon(fetched(tmp_path, "amazon"))
+    metrics = run_sweep(tmp_path, monkeypatch, {**AMAZON, "seeds": 2})
+    rows = pd.read_csv(tmp_path / "results" / "s.csv", keep_default_na=False, dtype={"split": str})
+    assert set(rows["table"]) == {"s"} and set(rows["model"]) == {"TWIRLS-base"}
+    assert sorted(set(rows["split"])) == ["0.05", "0.09"] and set(rows["seed"]) == {0, 1}
+    assert set(rows["metric"]) == {"micro_f1", "macro_f1"}
+    for key, mean in metrics["points"].items():
+        split = key.split("'split': ")[1].rstrip("}")
+        mine = rows[(rows["split"] == split) & (rows["metric"] == "micro_f1")]
+        assert len(mine) == 2 and mine["value"].mean() == pytest.approx(mean, abs=1e-3)
+
+
+def test_a_sweep_without_data_writes_no_rows(tmp_path, monkeypatch):
+    folder = tmp_path / "raw" / "amazon"
+    folder.mkdir(parents=True)
+    (folder / "FETCH.json").write_text('{"status": "missing", "reason": "no Dropbox here"}')
+    run_sweep(tmp_path, monkeypatch, AMAZON)
+    rows = pd.read_csv(tmp_path / "results" / "s.csv")
+    assert rows.empty and "value" in rows.columns

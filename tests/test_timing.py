@@ -95,6 +95,13 @@ def test_stage_writes_cells_for_every_model_on_the_random_graph(tmp_path, monkey
                                                                           "parameters")]["note"]
     metrics = json.loads((tmp_path / "metrics" / "table11.json").read_text())
     assert [m["model"] for m in metrics["models"]] == list(labels)
+    rows = pd.read_csv(tmp_path / "results" / "table11.csv", keep_default_na=False)
+    assert set(rows["graph"]) == {"random"}
+    for (model, metric), cell in by_key.items():  # the cell is the median of its rows
+        mine = rows[(rows["model"] == model) & (rows["metric"] == metric)]
+        assert len(mine) == cell["runs"] and mine["value"].median() == cell["mean"]
+        assert mine["epoch"].tolist() == ([""] if metric == "parameters"
+                                          else [str(i) for i in range(cell["runs"])])
 
 
 def test_stage_rejects_a_bad_model_config_by_name(tmp_path, monkeypatch, capsys):

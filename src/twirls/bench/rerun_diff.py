@@ -31,6 +31,7 @@ import pandas as pd
 from twirls.bench.pipeline import machine
 from twirls.files import write_json
 from twirls.reports.results import SCORE_METRICS
+from twirls.reports.runs import IDENTITY, MEASURED, PER_RUN
 
 TOLERANCE = 1e-4  # percentage points: float32 accuracy vs the exact fraction differ by < 1e-5
 
@@ -76,13 +77,48 @@ def compare_cells(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[
     return rows
 
 
+def compare_rows(old_csv: str, new_csv: str) -> list[dict[str, Any]]:
+    """:func:`compare_cells` on two texts of a stage's rows (:mod:`twirls.reports.runs`): the
+    runs of one table, dataset, model, grid point, graph, variant and metric make a cell, runs
+    are matched by split and seed; score metrics only. Sees what cells cannot: every point of a
+    figure and every run of a sweep."""
+    old, new = (pd.read_csv(io.StringIO(t), keep_default_na=False, dtype=str)
+                for t in (old_csv, new_csv))
+    if new.empty or old.empty:
+        return []
+    group = [c for c in new.columns if c not in (*PER_RUN, *MEASURED)] + ["metric"]
+    if set(group) - set(old.columns):
+        return []
+    both = old.merge(new, on=[*group, *PER_RUN], suffixes=("_before", "_after"))
+    both = both[both["metric"].isin(SCORE_METRICS)]
+    out = []
+    for key, runs in both.groupby(group, sort=False):
+        ident = dict(zip(group, key, strict=True))
+        grid = {k: v for k, v in ident.items() if k not in (*IDENTITY, "metric") and v != ""}
+        a, b = runs["value_before"].astype(float), runs["value_after"].astype(float)
+        moved = int(((a - b).abs() > TOLERANCE).sum())
+        out.append({"table": ident["table"], "dataset": ident["dataset"],
+                    "model": ident["model"] + (f" {grid}" if grid else ""),
+                    "runs": len(runs), "runs_moved": moved, "moved": moved > 0,
+                    "mean_before": float(a.mean()), "mean_after": float(b.mean()),
+                    "std_before": float(a.std(ddof=0))})
+    return out
+
+
 def compare_tree(results: Path, ref: str, repo: Path) -> list[dict[str, Any]]:
     """:func:`compare_cells` over every results file (``results``: a folder or one file) that
-    ``ref`` also has."""
+    ``ref`` also has; :func:`compare_rows` instead where both have the stage's rows."""
     rows = []
     for path in [results] if results.is_file() else sorted(results.rglob("*.json")):
         text = committed_text(path.relative_to(repo), ref, repo)
         if text is None:
+            continue
+        runs_path = path.with_suffix(".csv")
+        old_runs = (committed_text(runs_path.relative_to(repo), ref, repo)
+                    if runs_path.is_file() else None)
+        if old_runs is not None:
+            for row in compare_rows(old_runs, runs_path.read_text()):
+                rows.append({"file": runs_path.relative_to(repo).as_posix(), **row})
             continue
         old, new = json.loads(text), json.loads(path.read_text())
         if isinstance(old, list) and isinstance(new, list):

@@ -72,4 +72,4 @@ def table9_entry(table9: dict[str, Any], table4: dict[str, Any], dataset: str, g
         "model_cfg": {**hyper["model_cfg"], "variant": variant},
         "train_cfg": dict(hyper["train_cfg"]),
         "attention": {"T": table9["truncations"][truncation]},
-        "cells": {table: f"TWIRLS[T={truncation}]"}})
+        "cells": {table: f"TWIRLS[T={truncation}]"}, "grid": {"truncation": truncation}})

@@ -24,6 +24,8 @@ from twirls.cws.protocols import PAPER, CWSData, Protocol, choose_protocol, load
 from twirls.cws.train import CWSRun, CWSTrainConfig, seeded_run
 from twirls.data.pku import EMBEDDING_DIM
 from twirls.reports.results import Cell
+from twirls.reports.runs import run_rows
+from twirls.train.loop import SeedsResult
 
 TABLE, DATASET, METRIC = "cws", "pku", "macro_f1"
 
@@ -89,8 +91,9 @@ def no_data_cells(group: Mapping[str, Any], reason: str) -> list[Cell]:
 
 def run_table12(group: Mapping[str, Any], root: Path, device: torch.device | str = "cpu",
                 progress: bool = True, protocol: Protocol | None = None
-                ) -> tuple[list[Cell], dict[str, Any]]:
-    """Run every model of ``group`` on the PKU files in ``root``; ``(cells, metrics)``.
+                ) -> tuple[list[Cell], dict[str, Any], list[dict[str, Any]]]:
+    """Run every model of ``group`` on the PKU files in ``root``; ``(cells, metrics, rows)``
+    (rows: every run, :mod:`twirls.reports.runs`, with the ``protocol`` as a column).
 
     Raises :class:`twirls.data.registry.DatasetUnavailable` without the test gold (the caller
     writes :func:`no_data_cells`)."""
@@ -99,11 +102,15 @@ def run_table12(group: Mapping[str, Any], root: Path, device: torch.device | str
     data = load_cws(root, protocol, float(group["stand_in_fraction"]))
     note = protocol_note(data, group)
     device = torch.device(device)
-    cells, summary = [], {}
+    cells, summary, rows = [], {}, []
     for label in tqdm(list(group["models"]), desc="table12 models", disable=not progress):
         runs = run_model(data, group, label, device, progress)
         cell = cell_of(label, runs, data, note)
         cells.append(cell)
+        rows += run_rows(SeedsResult(runs), identity={"table": TABLE, "dataset": DATASET,
+                                                      "graph": "clean", "model": label},
+                         metric=METRIC, splits=["test"], device=str(device),
+                         grid={"protocol": protocol.name})
         summary[label] = {"macro_f1_mean": cell.mean, "macro_f1_std": cell.std,
                           "runs": cell.runs,
                           "seconds_mean": statistics.fmean(r.seconds for r in runs),
@@ -114,4 +121,4 @@ def run_table12(group: Mapping[str, Any], root: Path, device: torch.device | str
     metrics = {"status": "stand-in" if protocol.name != PAPER else "ok",
                "protocol": protocol.name, "device": str(device), **data.facts,
                "models": summary, "seconds": time.perf_counter() - start}
-    return cells, metrics
+    return cells, metrics, rows

@@ -18,6 +18,7 @@ from typing import Any
 from twirls.config.schema import check_params
 from twirls.params import load_params
 from twirls.reports.results import Cell, write_cells
+from twirls.reports.runs import write_runs
 from twirls.stages import cli
 from twirls.stages.cli import Main
 from twirls.train.checkpoint import save_checkpoint
@@ -27,7 +28,8 @@ from twirls.train.outputs import write_history, write_metrics
 
 @dataclass(frozen=True)
 class StageOutputs:
-    """The files one stage ``<group>@<name>`` owns: ``results/<group>/<name>.json`` (report
+    """The files one stage ``<group>@<name>`` owns: ``results/<group>/<name>.csv`` (its runs,
+    one row each: :mod:`twirls.reports.runs`), ``results/<group>/<name>.json`` (report
     cells), ``metrics/<group>/<name>.json`` (``dvc metrics``), ``plots/<group>/<name>.csv``
     (``dvc plots``) and, when it saves one, ``models/<group>/<name>.pt`` (a trained model); a
     stage without a name owns ``results/<group>.json`` and so on."""
@@ -53,14 +55,24 @@ class StageOutputs:
     def plots(self) -> Path:
         return self.path("plots", ".csv")
 
+    @property
+    def runs(self) -> Path:
+        return self.path("results", ".csv")
+
     def write_cells(self, cells: list[Cell]) -> None:
         write_cells(self.results, cells)
 
     def write_metrics(self, summary: dict[str, Any]) -> None:
         write_metrics(self.metrics, summary)
 
-    def write(self, cells: list[Cell], summary: dict[str, Any]) -> None:
-        """The stage's cells (:meth:`write_cells`), then its metrics (:meth:`write_metrics`)."""
+    def write_runs(self, rows: list[dict[str, Any]]) -> None:
+        write_runs(self.runs, rows)
+
+    def write(self, cells: list[Cell], summary: dict[str, Any],
+              rows: list[dict[str, Any]] | None = None) -> None:
+        """The stage's runs (:meth:`write_runs`), its cells (:meth:`write_cells`), then its
+        metrics (:meth:`write_metrics`)."""
+        self.write_runs(rows or [])
         self.write_cells(cells)
         self.write_metrics(summary)
 

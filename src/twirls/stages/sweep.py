@@ -20,7 +20,8 @@ The sweep is the group of the same name in ``params.yaml``::
                                                # Chains' length) or `split` (Amazon's label
                                                # ratio), crossed with every curve
 
-Writes ``results/<name>.json`` (cells), ``metrics/<name>.json`` (all points) and
+Writes ``results/<name>.csv`` (every run, one row each: :mod:`twirls.reports.runs`; the
+figure's data), ``results/<name>.json`` (cells), ``metrics/<name>.json`` (all points) and
 ``reports/figures/<name>.png``. A curve without ``grid`` is drawn as a horizontal line (e.g. the
 closed-form solution). Grid and data-grid keys together name a point (label, figure axis).
 Before the runs start, one epoch of each configuration is timed (:mod:`twirls.train.budget`):
@@ -37,6 +38,7 @@ from typing import Any
 
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.reports.results import Cell, read_paper
+from twirls.reports.runs import run_rows
 from twirls.reports.sweep_figure import plot_sweep
 from twirls.reports.sweep_points import paper_points
 from twirls.stages.skeleton import StageOutputs, entry, open_stage
@@ -75,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     loaded: dict[tuple, Any] = {}
     planned: list[tuple[str, dict[str, Any], str, str | None, int]] = []  # + table, runs
     runs: list[Any] = []  # every (point, seed) run of the sweep, in order
+    row_keys: list[tuple[dict[str, Any], str]] = []  # per planned point: its entry and split
     for data_point in grid_points(sweep.get("data_grid") or {}):
         options = {k: v for k, v in data_point.items() if k != "split"}
         split = str(data_point.get("split", sweep.get("split", "all")))
@@ -103,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 exp = {**spec, "model_cfg": cfg, "split": split}
                 point_runs = experiment_runs(exp, data, seeds, devices[curve], progress=False)
                 planned.append((curve, point, label, table, len(point_runs)))
+                row_keys.append((exp, split))
                 runs += point_runs
     if runs:
         try:  # one epoch of each curve timed: over budget_hours, nothing runs
@@ -112,10 +116,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {reason}", file=sys.stderr)
             cells += [Cell(table, sweep["dataset"], label, metric, status="no-data", note=reason)
                       for _, _, label, table, _ in planned if table]
-            planned, runs = [], []
+            planned, runs, row_keys = [], [], []
     done = run_all(runs, jobs, desc=f"{name}: runs", progress=True)
-    for curve, point, label, table, count in planned:
+    rows: list[dict[str, Any]] = []
+    for (curve, point, label, table, count), (exp, split) in zip(planned, row_keys, strict=True):
         result, done = SeedsResult(done[:count]), done[count:]
+        variant = ((exp.get("model_cfg") or {}).get("variant", "paper")
+                   if exp.get("model") == "twirls" else "")
+        rows += run_rows(result, identity={"table": table or name, "dataset": sweep["dataset"],
+                                           "graph": "clean", "model": curve, "variant": variant},
+                         metric=metric, splits=[split], device=str(devices[curve]),
+                         grid={k: v for k, v in point.items() if k != "split"})
         mean, std = 100 * result.mean(), 100 * result.std()
         print(f"{name} {curve} {point}: {result}")
         scores = {metric: (mean, std)}
@@ -128,13 +139,11 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(Cell(table, sweep["dataset"], label, metric, mean,
                               std, len(result.runs), note=sweep.get("note", ""),
                               extra={"grid": point}))
-    out = StageOutputs(name)
-    out.write_cells(cells)
-    out.write_metrics(
-               {"status": "ok" if not reason else "no-data",
-                **({"reason": reason} if reason else {"device": ", ".join(
-                    sorted({str(d) for d in devices.values()}))}),
-                "points": {f"{p['curve']} {p['point']}": round(p["mean"], 3) for p in points}})
+    StageOutputs(name).write(cells, {
+        "status": "ok" if not reason else "no-data",
+        **({"reason": reason} if reason else {"device": ", ".join(
+            sorted({str(d) for d in devices.values()}))}),
+        "points": {f"{p['curve']} {p['point']}": round(p["mean"], 3) for p in points}}, rows)
     plot_sweep(name, sweep, points, Path("reports/figures") / f"{name}.png", reason, metric,
                paper=paper_points(name, sweep, read_paper()))
     return 0

@@ -16,7 +16,8 @@ and reports the mean seconds per training epoch and per test pass. Params ``tabl
 The work of these models is set by the graph's sizes (nodes, edges, features), not by which
 nodes are linked; only memory locality differs. So a random graph of the same sizes stands in
 for ogbn-arxiv when it cannot be fetched, and every cell's note says which graph and device
-were used. Writes ``results/table11.json`` (cells:
+were used. Writes ``results/table11.csv`` (every timed epoch, one row each: :func:`timing_rows`),
+``results/table11.json`` (cells:
 ``train_seconds`` and ``test_seconds``, medians over epochs, and ``parameters``) and
 ``metrics/table11.json`` (every sample).
 """
@@ -34,11 +35,10 @@ from tqdm import tqdm
 
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.models import GraphOps, build_model
-from twirls.reports.results import Cell, write_cells
-from twirls.stages.skeleton import entry, open_stage, raw_out_parser
+from twirls.reports.results import Cell
+from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
 from twirls.train.device import stage_device
 from twirls.train.experiment import check_model
-from twirls.train.outputs import write_metrics
 from twirls.train.timing import EpochTimer, count_parameters, random_task, time_round_robin
 
 TABLE, DATASET = "running-time", "ogbn-arxiv"
@@ -87,6 +87,25 @@ def timing_cells(timers: list[EpochTimer], devices: dict[str, str], graph_desc: 
     return cells
 
 
+def timing_rows(timers: list[EpochTimer], devices: dict[str, str], graph_desc: str
+                ) -> list[dict[str, Any]]:
+    """Every timed epoch as a row (:mod:`twirls.reports.runs`): ``train_seconds`` and
+    ``test_seconds`` per ``epoch`` (0-based, after the warm-up), and each model's
+    ``parameters``; ``graph`` is ``ogbn-arxiv`` or ``random`` (a stand-in)."""
+    graph = "ogbn-arxiv" if graph_desc == DATASET else "random"
+    rows = []
+    for timer in timers:
+        base = {"table": TABLE, "dataset": DATASET, "graph": graph, "model": timer.name,
+                "variant": "", "split": "time", "seed": 0}
+        for metric, samples in (("train_seconds", timer.train_s), ("test_seconds", timer.test_s)):
+            rows += [{**base, "epoch": i, "metric": metric, "value": value,
+                      "device": devices[timer.name]} for i, value in enumerate(samples)]
+        rows.append({**base, "metric": "parameters",
+                     "value": float(count_parameters(timer.model)),
+                     "device": devices[timer.name]})
+    return rows
+
+
 @entry
 def main(argv: list[str] | None = None) -> int:
     parser = raw_out_parser(__doc__)
@@ -122,12 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     for s in summaries:
         print(f"{s['model']}: train {s['train_seconds_median']:.3f} s, "
               f"test {s['test_seconds_median']:.3f} s, {s['parameters']:,} parameters")
-    cells = timing_cells(timers, devices, graph_desc, threads)
-    write_cells(args.out / "results" / "table11.json", cells)
-    write_metrics(args.out / "metrics" / "table11.json",
-               {"graph": graph_desc, "device": ", ".join(sorted(set(devices.values()))),
-                "devices": devices, "threads": threads,
-                "epochs": epochs, "warmup": warmup, "models": summaries})
+    StageOutputs("table11", root=args.out).write(
+        timing_cells(timers, devices, graph_desc, threads),
+        {"graph": graph_desc, "device": ", ".join(sorted(set(devices.values()))),
+         "devices": devices, "threads": threads,
+         "epochs": epochs, "warmup": warmup, "models": summaries},
+        timing_rows(timers, devices, graph_desc))
     return 0
 
 

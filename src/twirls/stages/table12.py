@@ -38,10 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     device = stage_device(params["device"], who=STAGE)
     out = StageOutputs(STAGE, root=args.out)
     try:
-        cells, metrics = run_table12(group, args.raw / "pku", device)
+        cells, metrics, rows = run_table12(group, args.raw / "pku", device)
     except DatasetUnavailable as exc:
-        cells, metrics = no_data_cells(group, str(exc)), {"status": "no-data", "reason": str(exc)}
-    out.write(cells, metrics)
+        cells, metrics, rows = (no_data_cells(group, str(exc)),
+                                {"status": "no-data", "reason": str(exc)}, [])
+    out.write(cells, metrics, rows)
     for cell in cells:
         shown = "no data" if cell.mean is None else f"{cell.mean:.2f} ± {cell.std:.2f}"
         print(f"{STAGE}: {cell.model}: macro F1 {shown} ({cell.status or metrics['protocol']})")

@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
                for g in graphs}
     if "attention" in params:
         entries = {k: with_attention(e, params["attention"]) for k, e in entries.items()}
-    cells, metrics = run_attacked(stage, entries, params, args.raw, args.attacked)
-    StageOutputs(family, name).write(cells, metrics)
+    cells, metrics, rows = run_attacked(stage, entries, params, args.raw, args.attacked)
+    StageOutputs(family, name).write(cells, metrics, rows)
     return 0
 
 

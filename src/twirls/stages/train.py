@@ -12,7 +12,8 @@ The entry is ``<group>.<name>`` in ``params.yaml`` (completed by
       train_cfg: {epochs: 500, lr: 0.1, weight_decay: 5.0e-4}
       seeds: 10                # optional; default: the dataset's, else train.seeds
 
-Writes ``results/<group>/<name>.json`` (cells for the report, per-run scores in ``extra``),
+Writes ``results/<group>/<name>.csv`` (one row per run: :mod:`twirls.reports.runs`),
+``results/<group>/<name>.json`` (cells for the report, per-run scores in ``extra``),
 ``metrics/<group>/<name>.json`` (for ``dvc metrics``) and ``plots/<group>/<name>.csv`` (the first
 run's per-epoch history, for ``dvc plots``); with ``--save-model`` (Table 2's stages), also
 ``models/<group>/<name>.pt``, the first run's trained model (:mod:`twirls.train.checkpoint`;
@@ -33,7 +34,14 @@ from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_pars
 from twirls.train.budget import OverBudget, check_budget
 from twirls.train.checkpoint import keeps_weights
 from twirls.train.device import stage_device
-from twirls.train.experiment import cells_for, check_model, metric_name, run_experiment
+from twirls.train.experiment import (
+    cells_for,
+    check_model,
+    metric_name,
+    rows_for,
+    run_experiment,
+    selected_splits,
+)
 from twirls.train.parallel import resolve_jobs
 
 
@@ -71,9 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         except OverBudget as exc:
             reason = str(exc)
             print(f"{stage}: {reason}", file=sys.stderr)
-    out.write_cells(cells_for(exp, metric, result, reason))
-    out.write_metrics({"status": "no-data", "reason": reason} if result is None else {
-        "status": "ok", "device": str(device), **result.summary()})
+    rows = [] if result is None else rows_for(exp, metric, result,
+                                              selected_splits(exp, data), str(device))
+    out.write(cells_for(exp, metric, result, reason),
+              {"status": "no-data", "reason": reason} if result is None else {
+                  "status": "ok", "device": str(device), **result.summary()}, rows)
     out.write_history([] if result is None else result.runs[0].history)
     if args.save_model:
         out.write_model(exp, result, str(device), reason)

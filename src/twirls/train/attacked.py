@@ -28,7 +28,7 @@ from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.reports.results import Cell
 from twirls.train.device import stage_device
-from twirls.train.experiment import cells_for, check_model, experiment_runs
+from twirls.train.experiment import cells_for, check_model, experiment_runs, rows_for
 from twirls.train.loop import RunResult, SeedsResult
 from twirls.train.parallel import resolve_jobs, run_all
 
@@ -86,9 +86,11 @@ def entry_runs(exp: dict[str, Any], data: GraphData, device: torch.device
 
 
 def run_attacked(stage: str, entries: dict[str, dict[str, Any]], params: dict[str, Any],
-                 raw: Path, attacked: Path) -> tuple[list[Cell], dict[str, Any]]:
+                 raw: Path, attacked: Path
+                 ) -> tuple[list[Cell], dict[str, Any], list[dict[str, Any]]]:
     """Every seed of ``entries`` (by metrics key; ``""`` for a stage of one entry) in one pool;
-    their cells and the stage's metrics (one entry's summary, else one per key)."""
+    their cells, the stage's metrics (one entry's summary, else one per key) and their runs'
+    rows (:mod:`twirls.reports.runs`)."""
     entries = {k: {**e, "split": "attack"} for k, e in entries.items()}
     for e in entries.values():
         if "model" in e:
@@ -110,7 +112,7 @@ def run_attacked(stage: str, entries: dict[str, dict[str, Any]], params: dict[st
     results = iter(run_all([r for runs in planned.values() for r in runs], jobs, desc="runs",
                            progress=True))
 
-    cells, metrics = [], {}
+    cells, metrics, rows = [], {}, []
     for key, exp in entries.items():
         data = graphs[exp["graph"]]
         reason = data if isinstance(data, str) else ""
@@ -119,6 +121,7 @@ def run_attacked(stage: str, entries: dict[str, dict[str, Any]], params: dict[st
             print(f"{stage} {key}: {result}".replace(" :", ":"))
         note = f"graph: {exp['graph']}" + (f"; {exp['note']}" if exp.get("note") else "")
         cells += cells_for({**exp, "note": note}, "accuracy", result, reason)
+        rows += rows_for(exp, "accuracy", result, ["attack"], str(device))
         metrics[key] = {"status": "no-data", "reason": reason} if result is None else {
             "status": "ok", "device": str(device), "graph": exp["graph"], **result.summary()}
-    return cells, metrics[""] if list(metrics) == [""] else metrics
+    return cells, metrics[""] if list(metrics) == [""] else metrics, rows

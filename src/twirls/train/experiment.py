@@ -17,6 +17,7 @@ from torch import nn
 from twirls.data.graph import GraphData
 from twirls.models import MODELS, GraphOps, build_model
 from twirls.reports.results import Cell
+from twirls.reports.runs import run_rows
 from twirls.train.loop import RunResult, SeedsResult, TrainConfig, seed_model_run, seed_run
 from twirls.train.parallel import run_all
 
@@ -65,15 +66,21 @@ class RunInputs:
     splits: list[str]  # the selected splits, in order: split ``i`` uses the seeds ``1000 i + s``
 
 
-def run_inputs(exp: dict[str, Any], data: GraphData, device: torch.device,
-               progress: bool = True) -> RunInputs:
-    """The graph, features, model builder, training config and splits of ``exp`` on ``data``:
-    everything :func:`experiment_runs` gives each run. ``progress``: each run's tqdm bar."""
+def selected_splits(exp: dict[str, Any], data: GraphData) -> list[str]:
+    """The splits ``exp`` runs on (its ``split``, default ``all``: every split of ``data``)."""
     splits = list(data.splits) if exp.get("split", "all") == "all" else [exp["split"]]
     missing = [s for s in splits if s not in data.splits]
     if missing:
         raise ValueError(f"experiment on {data.name}: no split {missing[0]!r}; "
                          f"the dataset has {', '.join(data.splits)}")
+    return splits
+
+
+def run_inputs(exp: dict[str, Any], data: GraphData, device: torch.device,
+               progress: bool = True) -> RunInputs:
+    """The graph, features, model builder, training config and splits of ``exp`` on ``data``:
+    everything :func:`experiment_runs` gives each run. ``progress``: each run's tqdm bar."""
+    splits = selected_splits(exp, data)
     ops = GraphOps.from_graph(data.graph, device=device)
     x = None if data.features is None else prepare_features(data.features, exp).to(device)
     model_cls = MODELS[exp["model"]]
@@ -139,6 +146,27 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
         results[0], weights = results[0]
         return SeedsResult(results, first_model=weights)
     return SeedsResult(results)
+
+
+def rows_for(exp: dict[str, Any], metric: str, result: SeedsResult | None, splits: list[str],
+             device: str) -> list[dict[str, Any]]:
+    """The rows (:mod:`twirls.reports.runs`) of ``result``, once per cell of ``exp``: the same
+    runs as :func:`cells_for`'s cells; none without a result. An entry with a ``grid`` (its
+    values by key, e.g. Table 9's ``{"truncation": "inf"}``) gets those columns, and its model
+    is the cell's label before the grid (``TWIRLS[T=inf]`` -> ``TWIRLS``)."""
+    if result is None:
+        return []
+    variant = ((exp.get("model_cfg") or {}).get("variant", "paper")
+               if exp.get("model") == "twirls" else "")
+    grid = exp.get("grid") or {}
+    rows = []
+    for table, label in exp["cells"].items():
+        identity = {"table": table, "dataset": exp["dataset"],
+                    "graph": exp.get("graph", "clean"),
+                    "model": label.split("[", 1)[0] if grid else label, "variant": variant}
+        rows += run_rows(result, identity=identity, metric=metric, splits=splits,
+                         device=device, grid=grid)
+    return rows
 
 
 def cells_for(exp: dict[str, Any], metric: str, result: SeedsResult | None,

@@ -1,0 +1,85 @@
+"""Every run is a row (``results/<group>/<name>.csv``, :mod:`twirls.reports.runs`): the rows of
+each kind of stage hold the very per-run scores its cells summarise."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from twirls.reports.runs import columns, run_rows, unmatched_cells, write_runs
+from twirls.train.loop import RunResult, SeedsResult
+
+from fixtures import write_planetoid
+
+
+def result(*seeds: int) -> SeedsResult:
+    return SeedsResult([RunResult(seed=s, best_epoch=s % 7, train=1.0, val=0.5,
+                                  test=(s % 1000 + 1) / 3, extra={"test_macro_f1": 0.125},
+                                  history=[{}] * (s % 5 + 1), seconds=0.5) for s in seeds])
+
+
+def test_rows_name_the_split_of_each_seed_and_every_score_in_percent():
+    rows = run_rows(result(0, 1, 1000, 1001), metric="accuracy", splits=["s0", "s1"],
+                    identity={"table": "t", "dataset": "d", "model": "M"}, device="cpu",
+                    grid={"steps": 4})
+    assert [(r["split"], r["seed"], r["metric"]) for r in rows] == [
+        (split, seed, metric) for split, seed in [("s0", 0), ("s0", 1), ("s1", 1000), ("s1", 1001)]
+        for metric in ("accuracy", "macro_f1")]
+    assert rows[0]["value"] == 100 * (1 / 3) and rows[1]["value"] == 12.5
+    assert (rows[2]["best_epoch"], rows[2]["epochs"], rows[2]["steps"]) == (1, 2, 4)
+    assert rows[0]["graph"] == rows[0]["variant"] == ""  # identity keys it does not give
+
+
+def test_written_rows_keep_their_columns_in_order_and_floats_exact(tmp_path):
+    rows = run_rows(result(0, 1), metric="accuracy", splits=["public"],
+                    identity={"table": "t", "dataset": "d", "graph": "clean", "model": "M"},
+                    device="cpu", grid={"steps": 8, "alpha": 0.1})
+    rows[0]["best_epoch"] = None
+    path = tmp_path / "r.csv"
+    write_runs(path, rows)
+    back = pd.read_csv(path, keep_default_na=False)
+    assert list(back.columns) == columns(rows) == [
+        "table", "dataset", "graph", "model", "variant", "alpha", "steps", "split", "seed",
+        "metric", "value", "best_epoch", "epochs", "seconds", "device"]
+    assert back["value"].tolist() == [r["value"] for r in rows]  # repr: the same doubles
+    assert back["best_epoch"].tolist()[:3] == ["", "0", "1"]  # a missing value is empty
+
+
+def test_train_stage_rows_are_its_cells_runs(tmp_path, monkeypatch):
+    from twirls.stages import train
+
+    folder = tmp_path / "raw" / "cora"
+    write_planetoid(folder, "cora", num_features=40, num_unlabelled=600, num_test=300)
+    (folder / "FETCH.json").write_text(json.dumps({"dataset": "cora", "status": "ok"}))
+    entry = {"dataset": "cora", "model": "twirls",
+             "cells": {"standard-benchmarks": "TWIRLS-base", "variant-comparison": "TB"},
+             "model_cfg": {"steps": 2, "lam": 1.0, "alpha": 1.0, "mlp_before": 1},
+             "train_cfg": {"epochs": 4, "lr": 0.05}}
+    params = {"table2": {"tiny": entry}, "train": {"seeds": 3}, "device": "cpu", "threads": 1,
+              "jobs": 1, "budget_hours": 12}
+    monkeypatch.setattr(train, "open_stage", lambda stage: params)
+    assert train.main(["table2", "tiny", "--raw", str(tmp_path / "raw"), "--out",
+                       str(tmp_path)]) == 0
+    cells = json.loads((tmp_path / "results" / "table2" / "tiny.json").read_text())
+    rows = pd.read_csv(tmp_path / "results" / "table2" / "tiny.csv", keep_default_na=False)
+    assert len(rows) == 2 * 3
+    for cell in cells:
+        mine = rows[rows["table"] == cell["table"]]
+        assert set(mine["model"]) == {cell["model"]} and set(mine["variant"]) == {"paper"}
+        assert mine["seed"].tolist() == [0, 1, 2] and set(mine["split"]) == {"public"}
+        assert mine["value"].tolist() == cell["extra"]["test_per_run"]
+        assert mine["best_epoch"].tolist() == cell["extra"]["best_epoch_per_run"]
+        assert math.isclose(mine["value"].mean(), cell["mean"], rel_tol=1e-12)
+        assert set(mine["graph"]) == {"clean"} and set(mine["epochs"]) <= set(range(1, 5))
+
+
+def test_a_cell_its_rows_do_not_give_is_named():
+    rows = run_rows(result(0, 1), metric="accuracy", splits=["public"],
+                    identity={"table": "t", "dataset": "d", "model": "M"}, device="cpu")
+    good = {"table": "t", "dataset": "d", "model": "M", "metric": "accuracy",
+            "mean": (100 / 3 + 200 / 3) / 2, "runs": 2}
+    assert unmatched_cells([good, {**good, "runs": 0, "mean": None}], rows) == []
+    assert unmatched_cells([{**good, "mean": 50.1}], rows) == ["t / d / M / accuracy"]
+    assert unmatched_cells([{**good, "runs": 3}], rows) == ["t / d / M / accuracy"]
