@@ -77,7 +77,7 @@ def test_results_and_index(repo):
 def test_every_experiment_stage_writes_the_runs_behind_its_cells(repo):
     """Each stage's ``results/<...>.csv`` (one row per run) gives every cell of its
     ``results/<...>.json`` (same runs, same mean), for every kind of experiment stage."""
-    from twirls.reports.runs import unmatched_cells
+    from twirls.reports.runs import read_runs, unmatched_cells
 
     not_runs = {"params-check.json", "table5.json"}
     kinds = set()
@@ -86,7 +86,7 @@ def test_every_experiment_stage_writes_the_runs_behind_its_cells(repo):
             continue
         rows_file = cells_file.with_suffix(".csv")
         assert rows_file.exists(), f"{cells_file} has no rows file"
-        rows = pd.read_csv(rows_file, keep_default_na=False).to_dict("records")
+        rows = read_runs(rows_file)
         cells = json.loads(cells_file.read_text())
         assert unmatched_cells(cells, rows) == [], cells_file
         if rows:

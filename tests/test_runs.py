@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
+from dataclasses import replace
 
 import pandas as pd
+import pytest
 
 from twirls.reports.runs import columns, run_rows, unmatched_cells, write_runs
 from twirls.train.loop import RunResult, SeedsResult
@@ -83,3 +86,29 @@ def test_a_cell_its_rows_do_not_give_is_named():
     assert unmatched_cells([good, {**good, "runs": 0, "mean": None}], rows) == []
     assert unmatched_cells([{**good, "mean": 50.1}], rows) == ["t / d / M / accuracy"]
     assert unmatched_cells([{**good, "runs": 3}], rows) == ["t / d / M / accuracy"]
+
+
+def test_the_report_takes_each_cells_numbers_from_its_rows(tmp_path):
+    """``read_cells`` recomputes mean, std and runs from the rows beside the cells (found by
+    ``extra.rows``), and refuses cells whose rows disagree."""
+    from twirls.reports.results import Cell, read_cells, write_cells
+
+    rows = run_rows(result(0, 1), metric="accuracy", splits=["public"], device="cpu",
+                    identity={"table": "t", "dataset": "d", "graph": "clean", "model": "M"},
+                    grid={"steps": 8})
+    rows += run_rows(result(2), metric="accuracy", splits=["public"], device="cpu",
+                     identity={"table": "t", "dataset": "d", "graph": "clean", "model": "M"},
+                     grid={"steps": 16})
+    write_runs(tmp_path / "s.csv", rows)
+    sel = {"model": "M", "graph": "clean", "variant": "", "steps": 8}
+    cell = Cell("t", "d", "M[S=8]", "accuracy", mean=50.0 + 1e-12, std=0.0, runs=2,
+                extra={"rows": sel})
+    write_cells(tmp_path / "s.json", [cell, Cell("t", "d", "X", "accuracy", status="no-data")])
+    got, no_data = read_cells(tmp_path / "s.json")
+    values = [100 * (1 / 3), 100 * (2 / 3)]  # the rows' values, not the cell's mean
+    assert (got.mean, got.runs) == (statistics.fmean(values), 2)
+    assert got.std == statistics.pstdev(values)
+    assert no_data.runs == 0
+    write_cells(tmp_path / "s.json", [replace(cell, extra={"rows": {**sel, "steps": 16}})])
+    with pytest.raises(ValueError, match="give 1 runs, mean 100.0, but its cell says 2 runs"):
+        read_cells(tmp_path / "s.json")

@@ -80,6 +80,8 @@ def cell_of(label: str, runs: list[CWSRun], data: CWSData, note: str) -> Cell:
                 std=statistics.pstdev(scores), runs=len(runs),
                 status="stand-in" if data.protocol.name != PAPER else "", note=note,
                 extra={"protocol": data.protocol.name, "test_per_run": scores,
+                       "rows": {"model": label, "graph": "clean", "variant": "",
+                                "protocol": data.protocol.name},
                        "val_per_run": [100 * r.val for r in runs],
                        "best_epoch_per_run": [r.best_epoch for r in runs]})
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from twirls.files import write_json
+from twirls.reports.runs import read_runs, summary_of
 from twirls.reports.timing_ratios import judge_timing_ratios
 
 PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.csv")
@@ -98,7 +99,27 @@ def read_cells(path: Path) -> list[Cell]:
             raise ValueError(f"{path}: cell {cell.table}/{cell.dataset}/{cell.model} has status "
                              f"{cell.status!r}; a stage may only set one of "
                              f"{sorted(STAGE_STATUSES)}")
-    return cells
+    runs_file = path.with_suffix(".csv")
+    return from_rows(cells, read_runs(runs_file), runs_file) if runs_file.exists() else cells
+
+
+def from_rows(cells: list[Cell], rows: list[dict], where: Path) -> list[Cell]:
+    """``cells`` with mean, std and runs computed from the stage's rows
+    (:func:`twirls.reports.runs.summary_of`). A cell that says it has runs but whose rows
+    disagree (another count or mean) is an error: the stage's outputs do not belong together."""
+    out = []
+    for cell in cells:
+        if not cell.runs or cell.mean is None:
+            out.append(cell)
+            continue
+        mean, std, runs = summary_of(asdict(cell), rows)
+        if runs != cell.runs or not math.isclose(mean, cell.mean, rel_tol=1e-9, abs_tol=1e-9):
+            raise ValueError(
+                f"{where}: the rows of {cell.table}/{cell.dataset}/{cell.model}/{cell.metric} "
+                f"give {runs} runs, mean {mean}, but its cell says {cell.runs} runs, mean "
+                f"{cell.mean}; rerun the stage (dvc repro -f <stage>) to rewrite both")
+        out.append(replace(cell, mean=mean, std=None if cell.std is None else std, runs=runs))
+    return out
 
 
 def read_paper(path: Path = PAPER_NUMBERS) -> pd.DataFrame:

@@ -41,6 +41,14 @@ def columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     return [*IDENTITY, *grid, *PER_RUN, *MEASURED]
 
 
+def selector(identity: Mapping[str, Any], grid: Mapping[str, Any] | None = None
+             ) -> dict[str, Any]:
+    """What a cell keeps (``extra.rows``) to find its rows: the identity columns beyond table
+    and dataset, and the grid point."""
+    return {**{k: identity.get(k, "") for k in IDENTITY if k not in ("table", "dataset")},
+            **(grid or {})}
+
+
 def run_rows(result: Any, *, identity: Mapping[str, Any], metric: str,
              splits: Sequence[str], device: str, grid: Mapping[str, Any] | None = None
              ) -> list[dict[str, Any]]:
@@ -79,6 +87,12 @@ def write_runs(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     files.write_text(path, runs_text(rows))
 
 
+def read_runs(path: Path) -> list[dict[str, Any]]:
+    """The rows of a runs file, each value as written (text; empty for none)."""
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
 def _text(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
@@ -92,33 +106,53 @@ def summarise(values: Sequence[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.pstdev(values)
 
 
-def unmatched_cells(cells: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]
-                    ) -> list[str]:
-    """The cells (with runs) of a stage that no group of its rows gives: a group is the rows of
-    one table, dataset, model, grid point and metric; it gives a cell of the same table, dataset
-    and metric when it has ``runs`` rows whose mean (Table 11's seconds: median) is the cell's
-    mean. Empty when the rows hold exactly the runs behind every cell."""
+
+#: metrics whose cell is the median of its rows (Table 11's timings, one parameter count)
+MEDIAN_METRICS = {"train_seconds", "test_seconds", "parameters"}
+
+
+def rows_of_cell(cell: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
+                 ) -> list[Mapping[str, Any]]:
+    """The rows behind ``cell``: its table, dataset and metric, and the column values of its
+    ``extra.rows`` (the model, graph, variant and grid point of its runs)."""
+    want = {"table": cell["table"], "dataset": cell["dataset"], "metric": cell["metric"],
+            **((cell.get("extra") or {}).get("rows") or {})}
+    return [row for row in rows if all(_same(row.get(k), v) for k, v in want.items())]
+
+
+def _same(value: Any, wanted: Any) -> bool:
+    """A column value (as written, or read back from the CSV as text) equals ``wanted``."""
+    if value == wanted:
+        return True
+    if value is None or wanted is None:
+        return False
+    return str(value) == _text(wanted)
+
+
+def summary_of(cell: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
+               ) -> tuple[float, float, int]:
+    """``(mean, std, runs)`` of ``cell`` from its rows: mean (Table 11's timings: median) and
+    population standard deviation of their values."""
     import statistics
 
-    groups: dict[tuple, list[float]] = {}
-    for row in rows:
-        grid = tuple(sorted((k, str(v)) for k, v in row.items()
-                            if k not in IDENTITY + PER_RUN + MEASURED))
-        key = (row["table"], row["dataset"], row["metric"], row["model"], row.get("graph"),
-               row.get("variant"), grid)
-        groups.setdefault(key, []).append(float(row["value"]))
+    values = [float(row["value"]) for row in rows_of_cell(cell, rows)]
+    if not values:
+        return math.nan, math.nan, 0
+    centre = statistics.median if cell["metric"] in MEDIAN_METRICS else statistics.fmean
+    return centre(values), statistics.pstdev(values), len(values)
+
+
+def unmatched_cells(cells: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]
+                    ) -> list[str]:
+    """The cells (with runs) of a stage whose rows (:func:`rows_of_cell`) are not exactly its
+    runs: another count, or another mean. Empty when the rows hold every cell's runs."""
     missing = []
     for cell in cells:
         if not cell.get("runs") or cell.get("mean") is None:
             continue
-        median = cell["metric"].endswith("seconds") or cell["metric"] == "parameters"
-        found = any(
-            key[:3] == (cell["table"], cell["dataset"], cell["metric"])
-            and len(values) == cell["runs"]
-            and math.isclose((statistics.median if median else statistics.fmean)(values),
-                             cell["mean"], rel_tol=1e-9, abs_tol=1e-9)
-            for key, values in groups.items())
-        if not found:
+        mean, _, runs = summary_of(cell, rows)
+        if runs != cell["runs"] or not math.isclose(mean, cell["mean"], rel_tol=1e-9,
+                                                      abs_tol=1e-9):
             missing.append(f"{cell['table']} / {cell['dataset']} / {cell['model']} / "
                            f"{cell['metric']}")
     return missing

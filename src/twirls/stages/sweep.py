@@ -38,7 +38,7 @@ from typing import Any
 
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.reports.results import Cell, read_paper
-from twirls.reports.runs import run_rows
+from twirls.reports.runs import run_rows, selector
 from twirls.reports.sweep_figure import plot_sweep
 from twirls.reports.sweep_points import paper_points
 from twirls.stages.skeleton import StageOutputs, entry, open_stage
@@ -123,10 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         result, done = SeedsResult(done[:count]), done[count:]
         variant = ((exp.get("model_cfg") or {}).get("variant", "paper")
                    if exp.get("model") == "twirls" else "")
-        rows += run_rows(result, identity={"table": table or name, "dataset": sweep["dataset"],
-                                           "graph": "clean", "model": curve, "variant": variant},
-                         metric=metric, splits=[split], device=str(devices[curve]),
-                         grid={k: v for k, v in point.items() if k != "split"})
+        identity = {"table": table or name, "dataset": sweep["dataset"], "graph": "clean",
+                    "model": curve, "variant": variant}
+        grid = {k: v for k, v in point.items() if k != "split"}
+        rows += run_rows(result, identity=identity, metric=metric, splits=[split],
+                         device=str(devices[curve]), grid=grid)
         mean, std = 100 * result.mean(), 100 * result.std()
         print(f"{name} {curve} {point}: {result}")
         scores = {metric: (mean, std)}
@@ -138,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         if table:
             cells.append(Cell(table, sweep["dataset"], label, metric, mean,
                               std, len(result.runs), note=sweep.get("note", ""),
-                              extra={"grid": point}))
+                              extra={"grid": point,
+                                     "rows": {**selector(identity, grid), "split": split}}))
     StageOutputs(name).write(cells, {
         "status": "ok" if not reason else "no-data",
         **({"reason": reason} if reason else {"device": ", ".join(

@@ -74,16 +74,18 @@ def timing_cells(timers: list[EpochTimer], devices: dict[str, str], graph_desc: 
     cells = []
     substitute = graph_desc != DATASET
     status = "stand-in" if substitute else ""
+    graph = "random" if substitute else DATASET
     for timer in timers:
+        rows = {"model": timer.name, "graph": graph, "variant": ""}
         note = (f"{'stand-in: ' if substitute else ''}{graph_desc}; {devices[timer.name]} "
                 f"({threads} threads); median over epochs")
         for metric, samples in (("train_seconds", timer.train_s), ("test_seconds", timer.test_s)):
             cells.append(Cell(TABLE, DATASET, timer.name, metric, statistics.median(samples),
                               statistics.pstdev(samples), len(samples), status=status,
-                              note=note))
+                              note=note, extra={"rows": rows}))
         cells.append(Cell(TABLE, DATASET, timer.name, "parameters",
                           float(count_parameters(timer.model)), None, 1, status=status,
-                          note=note))
+                          note=note, extra={"rows": rows}))
     return cells
 
 
@@ -92,7 +94,7 @@ def timing_rows(timers: list[EpochTimer], devices: dict[str, str], graph_desc: s
     """Every timed epoch as a row (:mod:`twirls.reports.runs`): ``train_seconds`` and
     ``test_seconds`` per ``epoch`` (0-based, after the warm-up), and each model's
     ``parameters``; ``graph`` is ``ogbn-arxiv`` or ``random`` (a stand-in)."""
-    graph = "ogbn-arxiv" if graph_desc == DATASET else "random"
+    graph = DATASET if graph_desc == DATASET else "random"
     rows = []
     for timer in timers:
         base = {"table": TABLE, "dataset": DATASET, "graph": graph, "model": timer.name,

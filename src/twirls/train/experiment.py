@@ -17,7 +17,7 @@ from torch import nn
 from twirls.data.graph import GraphData
 from twirls.models import MODELS, GraphOps, build_model
 from twirls.reports.results import Cell
-from twirls.reports.runs import run_rows
+from twirls.reports.runs import run_rows, selector
 from twirls.train.loop import RunResult, SeedsResult, TrainConfig, seed_model_run, seed_run
 from twirls.train.parallel import run_all
 
@@ -148,22 +148,28 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
     return SeedsResult(results)
 
 
+def row_identity(exp: dict[str, Any], table: str, label: str
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The identity columns and grid point of the runs of ``exp`` behind its cell ``label`` of
+    ``table`` (:mod:`twirls.reports.runs`). An entry with a ``grid`` (its values by key, e.g.
+    Table 9's ``{"truncation": "inf"}``) gets those columns, and its model is the cell's label
+    before the grid (``TWIRLS[T=inf]`` -> ``TWIRLS``)."""
+    grid = exp.get("grid") or {}
+    variant = ((exp.get("model_cfg") or {}).get("variant", "paper")
+               if exp.get("model") == "twirls" else "")
+    return {"table": table, "dataset": exp["dataset"], "graph": exp.get("graph", "clean"),
+            "model": label.split("[", 1)[0] if grid else label, "variant": variant}, grid
+
+
 def rows_for(exp: dict[str, Any], metric: str, result: SeedsResult | None, splits: list[str],
              device: str) -> list[dict[str, Any]]:
     """The rows (:mod:`twirls.reports.runs`) of ``result``, once per cell of ``exp``: the same
-    runs as :func:`cells_for`'s cells; none without a result. An entry with a ``grid`` (its
-    values by key, e.g. Table 9's ``{"truncation": "inf"}``) gets those columns, and its model
-    is the cell's label before the grid (``TWIRLS[T=inf]`` -> ``TWIRLS``)."""
+    runs as :func:`cells_for`'s cells; none without a result."""
     if result is None:
         return []
-    variant = ((exp.get("model_cfg") or {}).get("variant", "paper")
-               if exp.get("model") == "twirls" else "")
-    grid = exp.get("grid") or {}
     rows = []
     for table, label in exp["cells"].items():
-        identity = {"table": table, "dataset": exp["dataset"],
-                    "graph": exp.get("graph", "clean"),
-                    "model": label.split("[", 1)[0] if grid else label, "variant": variant}
+        identity, grid = row_identity(exp, table, label)
         rows += run_rows(result, identity=identity, metric=metric, splits=splits,
                          device=device, grid=grid)
     return rows
@@ -171,6 +177,9 @@ def rows_for(exp: dict[str, Any], metric: str, result: SeedsResult | None, split
 
 def cells_for(exp: dict[str, Any], metric: str, result: SeedsResult | None,
               reason: str = "") -> list[Cell]:
+    """The cells of ``exp`` (``cells``: table -> model label): mean and std of ``result``'s
+    test scores in percent, which rows to find its runs in (``extra.rows``), or ``no-data``
+    with ``reason``."""
     out = []
     for table, label in exp["cells"].items():
         if result is None:
@@ -182,5 +191,6 @@ def cells_for(exp: dict[str, Any], metric: str, result: SeedsResult | None,
                         note=exp.get("note", ""),
                         extra={"test_per_run": scores,
                                "best_epoch_per_run": [r.best_epoch for r in result.runs],
-                               "variant": (exp.get("model_cfg") or {}).get("variant", "paper")}))
+                               "variant": (exp.get("model_cfg") or {}).get("variant", "paper"),
+                               "rows": selector(*row_identity(exp, table, label))}))
     return out
