@@ -104,8 +104,7 @@ def test_sweep_draws_its_figure(repo):
 def test_sweep_over_a_data_grid_makes_one_point_per_chain_length(repo):
     metrics = json.loads((repo / "metrics" / "chains.json").read_text())
     assert metrics["status"] == "ok"
-    assert sorted(metrics["points"]) == ["TWIRLS*-base {'length': 10}",
-                                         "TWIRLS*-base {'length': 12}"]
+    assert sorted(metrics["points"]["TWIRLS*-base"]) == ["length=10", "length=12"]
     assert (repo / "reports" / "figures" / "chains.png").stat().st_size > 1000
 
 

@@ -214,10 +214,11 @@ def test_grid_values_come_from_the_cells_extra_when_present():
 
 
 def test_sweep_points_parse_metrics_and_paper_labels(tmp_path):
+    """Outputs from before the rows: the metrics file's means (see test_runs for the rows)."""
     path = tmp_path / "figure2.json"
     path.write_text(json.dumps({"status": "ok", "points": {
         "SGC {'steps': 4}": 81.9, "closed form (eq. 2) {}": 83.4}}))
-    assert read_sweep_points(path) == [
+    assert read_sweep_points(tmp_path / "figure2.csv", path) == [
         {"curve": "SGC", "point": {"steps": 4}, "mean": 81.9},
         {"curve": "closed form (eq. 2)", "point": {}, "mean": 83.4}]
     sweep = {"table": "citeseer-alpha-steps", "dataset": "citeseer",

@@ -112,3 +112,29 @@ def test_the_report_takes_each_cells_numbers_from_its_rows(tmp_path):
     write_cells(tmp_path / "s.json", [replace(cell, extra={"rows": {**sel, "steps": 16}})])
     with pytest.raises(ValueError, match="give 1 runs, mean 100.0, but its cell says 2 runs"):
         read_cells(tmp_path / "s.json")
+
+
+def test_sweep_points_come_from_the_rows(tmp_path):
+    """The report's points of a sweep (its claims read them): per curve and grid point the
+    mean of its runs in the first metric; ``split`` joins the point when the runs span several
+    (a label-ratio grid)."""
+    from twirls.reports.sweep_points import read_sweep_points
+
+    ident = {"table": "figure2", "dataset": "cora", "graph": "clean", "model": "TWIRLS-base"}
+    rows = []
+    for steps, res in ((8, result(0, 1)), (128, result(2))):
+        rows += run_rows(res, identity=ident, metric="accuracy", splits=["public"],
+                         device="cpu", grid={"steps": steps})
+    write_runs(tmp_path / "figure2.csv", rows)
+    assert read_sweep_points(tmp_path / "figure2.csv") == [
+        {"curve": "TWIRLS-base", "point": {"steps": 8},
+         "mean": statistics.fmean([100 * (1 / 3), 100 * (2 / 3)])},
+        {"curve": "TWIRLS-base", "point": {"steps": 128}, "mean": 100.0}]
+    rows = [*run_rows(result(0), identity=ident, metric="micro_f1", splits=["0.05"],
+                      device="cpu"),
+            *run_rows(result(1), identity=ident, metric="micro_f1", splits=["0.09"],
+                      device="cpu")]
+    write_runs(tmp_path / "figure3.csv", rows)
+    assert [p["point"] for p in read_sweep_points(tmp_path / "figure3.csv")] == [
+        {"split": 0.05}, {"split": 0.09}]
+    assert read_sweep_points(tmp_path / "none.csv") == []

@@ -47,9 +47,9 @@ def test_split_grid_trains_on_each_label_ratio_and_draws_both_f1_panels(tmp_path
     write_amazon(fetched(tmp_path, "amazon"))
     metrics = run_sweep(tmp_path, monkeypatch, AMAZON)
     assert metrics["status"] == "ok"
-    assert sorted(metrics["points"]) == ["TWIRLS-base {'split': 0.05}",
-                                         "TWIRLS-base {'split': 0.09}"]
-    assert all(0.0 <= v <= 100.0 for v in metrics["points"].values())
+    assert metrics["points"].keys() == {"TWIRLS-base"}
+    assert sorted(metrics["points"]["TWIRLS-base"]) == ["split=0.05", "split=0.09"]
+    assert all(0.0 <= v <= 100.0 for v in metrics["points"]["TWIRLS-base"].values())
     assert (tmp_path / "reports" / "figures" / "s.png").stat().st_size > 1000
 
 
@@ -68,8 +68,9 @@ def test_amazon_baselines_train_on_a_learned_input_per_node(tmp_path, monkeypatc
     metrics = run_sweep(tmp_path, monkeypatch, {**AMAZON, "data_grid": {"split": [0.05]},
                                                 "curves": curves})
     assert metrics["status"] == "ok"
-    assert sorted(metrics["points"]) == sorted(f"{c} {{'split': 0.05}}" for c in curves)
-    assert all(0.0 <= v <= 100.0 for v in metrics["points"].values())
+    assert metrics["points"] == {c: {"split=0.05": metrics["points"][c]["split=0.05"]}
+                                 for c in curves}
+    assert all(0.0 <= p["split=0.05"] <= 100.0 for p in metrics["points"].values())
 
 
 def test_split_grid_on_missing_data_draws_a_no_data_figure(tmp_path, monkeypatch):
@@ -108,8 +109,8 @@ def test_sweep_rows_hold_every_point_and_split(tmp_path, monkeypatch):
     assert set(rows["table"]) == {"s"} and set(rows["model"]) == {"TWIRLS-base"}
     assert sorted(set(rows["split"])) == ["0.05", "0.09"] and set(rows["seed"]) == {0, 1}
     assert set(rows["metric"]) == {"micro_f1", "macro_f1"}
-    for key, mean in metrics["points"].items():
-        split = key.split("'split': ")[1].rstrip("}")
+    for key, mean in metrics["points"]["TWIRLS-base"].items():
+        split = key.removeprefix("split=")
         mine = rows[(rows["split"] == split) & (rows["metric"] == "micro_f1")]
         assert len(mine) == 2 and mine["value"].mean() == pytest.approx(mean, abs=1e-3)
 

@@ -11,30 +11,64 @@ from __future__ import annotations
 import ast
 import json
 import re
+import statistics
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import yaml
 
+from twirls.reports.runs import IDENTITY, MEASURED, PER_RUN, read_runs
+
 PAPER_FIGURES = Path(__file__).with_name("paper_figures.yaml")
 POINT_KEY = re.compile(r"^(?P<curve>.*) (?P<point>\{.*\})$")
 
 
-def read_sweep_points(path: Path) -> list[dict[str, Any]]:
-    """Our points from a sweep's metrics file (keys ``"<curve> {'steps': 16}"``); [] when the
-    file does not exist or the sweep had no data."""
-    if not path.exists():
+def read_sweep_points(runs: Path, metrics: Path | None = None) -> list[dict[str, Any]]:
+    """Our points of a sweep: from its rows (``results/<sweep>.csv``, :mod:`twirls.reports.runs`)
+    the mean of each curve's runs at each grid point, in the sweep's first metric; a point is
+    the curve's grid values, with ``split`` when the sweep's runs span several splits (a data
+    grid over label ratios). Outputs from before the rows existed: the means of the metrics file
+    (keys ``"<curve> {'steps': 16}"``). [] when neither exists or the sweep had no data."""
+    if runs.exists():
+        rows = read_runs(runs)
+        if not rows:
+            return []
+        metric = rows[0]["metric"]
+        several_splits = len({row["split"] for row in rows}) > 1
+        fixed = set(IDENTITY) | set(PER_RUN) | set(MEASURED)
+        groups: dict[tuple, list[float]] = {}
+        for row in rows:
+            if row["metric"] != metric:
+                continue
+            point = {k: _value(v) for k, v in row.items() if k not in fixed and v != ""}
+            if several_splits:
+                point["split"] = _value(row["split"])
+            key = (row["model"], tuple(point.items()))
+            groups.setdefault(key, []).append(float(row["value"]))
+        return [{"curve": curve, "point": dict(point), "mean": statistics.fmean(values)}
+                for (curve, point), values in groups.items()]
+    if metrics is None or not metrics.exists():
         return []
-    points = json.loads(path.read_text()).get("points") or {}
+    points = json.loads(metrics.read_text()).get("points") or {}
     out = []
     for key, mean in points.items():
         m = POINT_KEY.match(key)
         if not m:
-            raise ValueError(f"{path}: point {key!r} is not '<curve> {{grid values}}'")
+            raise ValueError(f"{metrics}: point {key!r} is not '<curve> {{grid values}}'")
         out.append({"curve": m["curve"], "point": ast.literal_eval(m["point"]),
                     "mean": float(mean)})
     return out
+
+
+def _value(text: str) -> Any:
+    """A grid value as written in a rows file: an int, a float, or the text."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _label_pattern(template: str, curve: str) -> re.Pattern:

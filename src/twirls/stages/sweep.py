@@ -54,6 +54,16 @@ def grid_points(grid: dict[str, list]) -> list[dict[str, Any]]:
     return [dict(zip(keys, values, strict=True)) for values in itertools.product(*grid.values())]
 
 
+def point_means(points: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """``dvc metrics`` view of the points: per curve, ``"steps=8 alpha=0.1"`` (``"all"`` for a
+    curve without a grid) -> its mean, 3 decimals; the runs are in ``results/<sweep>.csv``."""
+    out: dict[str, dict[str, float]] = {}
+    for p in points:
+        key = " ".join(f"{k}={v}" for k, v in p["point"].items()) or "all"
+        out.setdefault(p["curve"], {})[key] = round(p["mean"], 3)
+    return out
+
+
 @entry
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -145,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         "status": "ok" if not reason else "no-data",
         **({"reason": reason} if reason else {"device": ", ".join(
             sorted({str(d) for d in devices.values()}))}),
-        "points": {f"{p['curve']} {p['point']}": round(p["mean"], 3) for p in points}}, rows)
+        "points": point_means(points)}, rows)
     plot_sweep(name, sweep, points, Path("reports/figures") / f"{name}.png", reason, metric,
                paper=paper_points(name, sweep, read_paper()))
     return 0
