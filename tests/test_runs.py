@@ -138,3 +138,42 @@ def test_sweep_points_come_from_the_rows(tmp_path):
     assert [p["point"] for p in read_sweep_points(tmp_path / "figure3.csv")] == [
         {"split": 0.05}, {"split": 0.09}]
     assert read_sweep_points(tmp_path / "none.csv") == []
+
+
+def run_train_stage(tmp_path, monkeypatch, entry, batch, seeds=3):
+    from twirls.stages import train
+
+    folder = tmp_path / "raw" / "cora"
+    if not folder.exists():
+        write_planetoid(folder, "cora", num_features=40, num_unlabelled=600, num_test=300)
+        (folder / "FETCH.json").write_text(json.dumps({"dataset": "cora", "status": "ok"}))
+    params = {"table2": {"tiny": entry}, "train": {"seeds": seeds, "batch": batch},
+              "device": "cpu", "threads": 1, "jobs": 1, "budget_hours": 12}
+    monkeypatch.setattr(train, "open_stage", lambda stage: params)
+    assert train.main(["table2", "tiny", "--raw", str(tmp_path / "raw"), "--out",
+                       str(tmp_path)]) == 0
+    return pd.read_csv(tmp_path / "results" / "table2" / "tiny.csv", keep_default_na=False)
+
+
+def test_train_batch_trains_the_seeds_together_where_the_model_allows(tmp_path, monkeypatch,
+                                                                        capsys):
+    """``train.batch``: batches of seeds (the same seeds and protocol, other dropout masks;
+    a rerun is identical); a model the batched trainer lacks runs one seed per run and says
+    so in one line."""
+    entry = {"dataset": "cora", "model": "twirls", "cells": {"standard-benchmarks": "T"},
+             "model_cfg": {"steps": 2, "lam": 1.0, "alpha": 1.0, "mlp_before": 1,
+                           "input_dropout": 0.5},
+             "train_cfg": {"epochs": 6, "lr": 0.05}}
+    single = run_train_stage(tmp_path, monkeypatch, entry, batch=1)
+    batched = run_train_stage(tmp_path, monkeypatch, entry, batch=2)
+    assert batched["seed"].tolist() == single["seed"].tolist() == [0, 1, 2]
+    assert batched["value"].tolist() != single["value"].tolist()  # other masks
+    assert batched.equals(run_train_stage(tmp_path, monkeypatch, entry, batch=2)
+                          .assign(seconds=batched["seconds"]))
+    assert "one seed per run" not in capsys.readouterr().err
+    gat = {**entry, "model": "gat", "model_cfg": {"layers": 2, "hidden": 4, "heads": 2}}
+    fallback = run_train_stage(tmp_path, monkeypatch, gat, batch=2)
+    assert fallback.equals(run_train_stage(tmp_path, monkeypatch, gat, batch=1)
+                           .assign(seconds=fallback["seconds"]))
+    assert "train.batch: gat on cora trains one seed per run (GAT is not supported" in (
+        capsys.readouterr().err)

@@ -320,9 +320,11 @@ def _jobs(path: str, value: Any) -> None:
 
 def _train(path: str, value: Any) -> None:
     value = mapping(path, value)
-    keys(path, value, ("seeds",))
+    keys(path, value, ("seeds", "batch"))
     if "seeds" in value:
         check_seeds(f"{path}.seeds", value["seeds"])
+    if "batch" in value:
+        number(f"{path}.batch", value["batch"], integer=True, lo=1)
 
 
 def _attack(path: str, value: Any) -> None:

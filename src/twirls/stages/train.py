@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
                 exp, data, seeds, device, jobs=jobs,
                 keep_first_model=args.save_model and keeps_weights(exp),
                 before=lambda runs: check_budget(stage, runs, jobs, device,
-                                                 params["budget_hours"]))
+                                                 params["budget_hours"]),
+                batch=int(params["train"].get("batch", 1)))
             print(f"{stage}: {result}")
         except OverBudget as exc:
             reason = str(exc)

@@ -5,6 +5,7 @@ outcome into report cells. Shared by the stages ``train@``, ``robust@``, ``sweep
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -126,19 +127,46 @@ def _keeping_model(*args: Any) -> tuple[RunResult, dict[str, torch.Tensor]]:
     return result, model.state_dict()
 
 
+def not_batchable(inp: RunInputs, labels: torch.Tensor) -> str:
+    """Why the runs of ``inp`` cannot train as batches of seeds
+    (:mod:`twirls.train.batched`), or ``""`` when they can."""
+    from twirls.train.batched import stack_models
+
+    if inp.cfg.selection != "best-val":
+        return f"model selection {inp.cfg.selection!r}"
+    if labels.dim() != 1:
+        return "multi-label targets"
+    try:
+        stack_models([inp.build()])
+    except NotImplementedError as exc:
+        return str(exc).removeprefix("batched training: ")
+    return ""
+
+
 def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
                    progress: bool = True, jobs: int = 1, keep_first_model: bool = False,
-                   before: Callable[[list[partial]], Any] | None = None) -> SeedsResult:
+                   before: Callable[[list[partial]], Any] | None = None,
+                   batch: int = 1) -> SeedsResult:
     """Every seed on every selected split of ``data`` (:func:`experiment_runs`), in ``jobs``
     worker processes; one :class:`SeedsResult` over all runs, in order. ``progress``: tqdm bars
     on stderr (one over the runs; with one job, also each run's epochs). ``keep_first_model``:
     also return the first run's trained weights (``SeedsResult.first_model``). ``before``:
     called with the runs (``seed_run`` partials) before any starts, e.g. the stage's budget
-    check (:func:`twirls.train.budget.check_budget`), which may stop the stage."""
+    check (:func:`twirls.train.budget.check_budget`), which may stop the stage. ``batch``
+    (``train.batch``): above 1, the seeds of each split train ``batch`` at a time as one
+    batched model (:func:`twirls.train.batched.run_seeds_batched`; the same protocol, other
+    dropout masks), where the model allows it; else, and at 1, one seed per run."""
     args = _run_args(exp, data, seeds, device, progress=progress and jobs <= 1)
     runs: list[Callable[[], Any]] = [partial(seed_run, *a) for a in args]
     if before is not None:
         before(list(runs))
+    if batch > 1:
+        inp = run_inputs(exp, data, device, progress=False)
+        why = not_batchable(inp, data.labels)
+        if not why:
+            return _batched(inp, data, seeds, batch, jobs, keep_first_model, progress)
+        print(f"train.batch: {exp['model']} on {data.name} trains one seed per run ({why})",
+              file=sys.stderr)
     if keep_first_model and runs:
         runs[0] = partial(_keeping_model, *args[0])
     results = run_all(runs, jobs, desc="runs", progress=progress)
@@ -146,6 +174,24 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
         results[0], weights = results[0]
         return SeedsResult(results, first_model=weights)
     return SeedsResult(results)
+
+
+def _batched(inp: RunInputs, data: GraphData, seeds: int, batch: int, jobs: int,
+             keep_first_model: bool, progress: bool) -> SeedsResult:
+    """:func:`run_experiment`'s runs as batches of ``batch`` seeds, split by split (split ``i``
+    with the seeds ``1000 i + s``)."""
+    from twirls.train.batched import BatchConfig, run_seeds_batched
+
+    cfg = replace(inp.cfg, progress=progress)
+    runs, first = [], None
+    for i, split in enumerate(inp.splits):
+        result = run_seeds_batched(inp.build, inp.ops, inp.x, data.labels, data.splits[split],
+                                   cfg, [1000 * i + s for s in range(seeds)],
+                                   BatchConfig(batch=batch), jobs,
+                                   keep_first_model=keep_first_model and i == 0)
+        runs += result.runs
+        first = first if i else result.first_model
+    return SeedsResult(runs, first_model=first)
 
 
 def row_identity(exp: dict[str, Any], table: str, label: str
