@@ -13,7 +13,7 @@ and reported score, with these columns in this order:
   epoch), ``epochs`` (epochs run), ``seconds`` (the run's training time) and ``device``.
 
 A stage with no data writes no rows (its cells say why). The cells' means and standard
-deviations are those of these values (:func:`summarise`), which a test checks for every
+deviations are those of these values (:func:`summary_of`), which a test checks for every
 committed stage; ``rerun_diff`` compares the rows run by run.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -99,13 +100,6 @@ def _text(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def summarise(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and population standard deviation, as the cells report them."""
-    import statistics
-
-    return statistics.fmean(values), statistics.pstdev(values)
-
-
 
 #: metrics whose cell is the median of its rows (Table 11's timings, one parameter count)
 MEDIAN_METRICS = {"train_seconds", "test_seconds", "parameters"}
@@ -133,8 +127,6 @@ def summary_of(cell: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
                ) -> tuple[float, float, int]:
     """``(mean, std, runs)`` of ``cell`` from its rows: mean (Table 11's timings: median) and
     population standard deviation of their values."""
-    import statistics
-
     values = [float(row["value"]) for row in rows_of_cell(cell, rows)]
     if not values:
         return math.nan, math.nan, 0

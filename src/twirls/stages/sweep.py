@@ -44,7 +44,7 @@ from twirls.reports.sweep_points import paper_points
 from twirls.stages.skeleton import StageOutputs, entry, open_stage
 from twirls.train.budget import OverBudget, check_budget
 from twirls.train.device import stage_device
-from twirls.train.experiment import check_model, experiment_runs, metric_name
+from twirls.train.experiment import check_model, experiment_runs, metric_name, row_identity
 from twirls.train.loop import SeedsResult
 from twirls.train.parallel import resolve_jobs, run_all
 
@@ -131,10 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for (curve, point, label, table, count), (exp, split) in zip(planned, row_keys, strict=True):
         result, done = SeedsResult(done[:count]), done[count:]
-        variant = ((exp.get("model_cfg") or {}).get("variant", "paper")
-                   if exp.get("model") == "twirls" else "")
-        identity = {"table": table or name, "dataset": sweep["dataset"], "graph": "clean",
-                    "model": curve, "variant": variant}
+        identity, _ = row_identity({**exp, "dataset": sweep["dataset"]}, table or name, curve)
         grid = {k: v for k, v in point.items() if k != "split"}
         rows += run_rows(result, identity=identity, metric=metric, splits=[split],
                          device=str(devices[curve]), grid=grid)
