@@ -23,7 +23,7 @@ from twirls.train.propagation_input import propagation_input
 from fixtures import toy_data, write_planetoid
 
 CPU = torch.device("cpu")
-RAW = {"dataset": "cora", "model": "twirls", "cells": {"standard-benchmarks": "TWIRLS-base"},
+RAW = {"dataset": "cora", "model": "twirls", "cells": {"table2": "TWIRLS-base"},
        "model_cfg": {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2,
                      "input_dropout": 0.5, "dropout": 0.5},
        "train_cfg": {"epochs": 6, "lr": 0.05, "weight_decay": 5.0e-4}}

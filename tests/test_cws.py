@@ -260,7 +260,7 @@ def test_stand_in_cells(pku_root):
     assert [r["seed"] for r in rows] == [0, 1] and {r["protocol"] for r in rows} == {STAND_IN}
     assert [r["value"] for r in rows] == cell.extra["test_per_run"]
     assert (cell.table, cell.dataset, cell.model, cell.metric) == (
-        "cws", "pku", "TWIRLS-base", "macro_f1")
+        "table12", "pku", "TWIRLS-base", "macro_f1")
     assert cell.status == "stand-in" and cell.runs == 2 and 0 <= cell.mean <= 100
     assert "STAND-IN" in cell.note and "test gold" in cell.note and "learned" in cell.note
     assert metrics["protocol"] == STAND_IN

@@ -29,7 +29,8 @@ pytestmark = [pytest.mark.e2e,
 
 TRAIN = "table2@cora-tiny"
 OUTPUTS = ("results/table2/cora-tiny.json", "metrics/table2/cora-tiny.json",
-           "plots/table2/cora-tiny.csv", "models/table2/cora-tiny.pt")
+           "plots/table2/cora-tiny.csv", "models/table2/cora-tiny.pt",
+           "results/table2/cora-tiny.csv")
 TINY = {  # merged over params.yaml in the copies (e2e.copy_repo); the foreach dicts left empty
     "_replace": ["table2", "table3", "table10", "variants", "variants-attacked"],
     "fetch": {"datasets": ["cora"]},
@@ -38,7 +39,7 @@ TINY = {  # merged over params.yaml in the copies (e2e.copy_repo); the foreach d
     "train": {"seeds": 1},
     "table2": {"cora-tiny": {
         "dataset": "cora", "model": "twirls",
-        "cells": {"standard-benchmarks": "TWIRLS-base"},
+        "cells": {"table2": "TWIRLS-base"},
         "model_cfg": {"steps": 2, "lam": 1.0, "alpha": 1.0, "mlp_before": 1},
         "train_cfg": {"epochs": 3, "lr": 0.1}}},
     "table3": {}, "table10": {}, "variants": {}, "variants-attacked": {},
@@ -245,8 +246,8 @@ def test_run_cache_restores_a_run_when_every_output_is_cached(tmp_path):
     copy_repo(gpu, TINY)
     dvc_yaml = (gpu / "dvc.yaml").read_text()
     uncached = [f"        - {path}:\n            cache: false\n" for path in (
-        "results/table2/${key}.json", "plots/table2/${key}.csv", "metrics/table2/${key}.json",
-        "models/table2/${key}.pt")]
+        "results/table2/${key}.json", "results/table2/${key}.csv", "plots/table2/${key}.csv",
+        "metrics/table2/${key}.json", "models/table2/${key}.pt")]
     for block in uncached:
         assert block in dvc_yaml
         dvc_yaml = dvc_yaml.replace(block, block.split(":\n")[0] + "\n")

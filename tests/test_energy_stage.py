@@ -34,7 +34,7 @@ from fixtures import MIRROR, PLANETOID, REPO
 
 ATTENTION = {"p": 0.1, "tau": 0.2, "T": 2.0}  # paper Table 7 (ATK-Cora)
 CPU = torch.device("cpu")
-TINY = {"dataset": "cora", "model": "twirls", "cells": {"standard-benchmarks": "TWIRLS-base"},
+TINY = {"dataset": "cora", "model": "twirls", "cells": {"table2": "TWIRLS-base"},
         "model_cfg": {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2,
                       "input_dropout": 0.8, "dropout": 0.8},
         "train_cfg": {"epochs": 3, "lr": 0.1, "weight_decay": 5.0e-4}}

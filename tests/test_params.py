@@ -67,13 +67,13 @@ def test_table4_grid_composes_complete_entries():
     t4 = PARAMS["table4"]
     gcn = table4_entry(t4, "nettack-cora", "clean", "gcn-svd")
     assert gcn == {"dataset": "nettack-cora", "graph": "clean", "seeds": 3,
-                   "cells": {"attack-clean": "GCN-SVD"}, "defense": "gcn-svd",
+                   "cells": {"table4-clean": "GCN-SVD"}, "defense": "gcn-svd",
                    "feature_norm": "none"}
     twirls = table4_entry(t4, "nettack-citeseer", "fast", "twirls")
     assert twirls["model"] == "twirls" and twirls["model_cfg"]["steps"] == 64
-    assert twirls["cells"] == {"attack": "TWIRLS", **t4["also"]["fast"]}
+    assert twirls["cells"] == {"table4": "TWIRLS", **t4["also"]["fast"]}
     base = table4_entry(t4, "nettack-citeseer", "fast", "twirls-base")
-    assert base["cells"] == {"attack": "TWIRLS-base"}  # `also` is the attention row's only
+    assert base["cells"] == {"table4": "TWIRLS-base"}  # `also` is the attention row's only
     ref = attacked_twirls_entry(PARAMS["variants-attacked"]["nettack-cora-ref"], t4)
     assert ref["model_cfg"] == {**t4["twirls"]["nettack-cora"]["model_cfg"],
                                 "variant": "reference"}

@@ -60,17 +60,17 @@ def test_results_and_index(repo):
     results = pd.read_csv(repo / "reports" / "results.csv")
     assert results.columns.tolist() == ["table", "dataset", "model", "metric", "mean", "std",
                                         "runs", "paper_mean", "paper_std", "delta", "status"]
-    stats = results[results.table == "dataset-statistics"].set_index(["dataset", "metric"])
+    stats = results[results.table == "table5"].set_index(["dataset", "metric"])
     assert stats.loc[("cora", "nodes"), "status"] == "reproduced"
     assert stats.loc[("pubmed", "nodes"), "status"] == "no-data"
     assert stats.loc[("ogbn-arxiv", "nodes"), "status"] == "paper-only"
     index = (repo / "reports" / "README.md").read_text()
     assert "Table 5: Dataset statistics" in index
-    bench = results[results.table == "standard-benchmarks"].set_index(["dataset", "model"])
+    bench = results[results.table == "table2"].set_index(["dataset", "model"])
     assert bench.loc[("cora", "TWIRLS-base"), "runs"] == 2
     assert 0 < bench.loc[("cora", "TWIRLS-base"), "mean"] <= 100
     assert bench.loc[("pubmed", "GCN"), "status"] == "no-data"
-    het = results[results.table == "heterophily"].set_index(["dataset", "model"])
+    het = results[results.table == "table3"].set_index(["dataset", "model"])
     assert het.loc[("texas", "TWIRLS"), "runs"] == 10  # one run on each of the ten splits
 
 
@@ -118,13 +118,13 @@ def test_sweep_over_a_data_grid_makes_one_point_per_chain_length(repo):
 
 def test_timing_stage_fills_table_11(repo):
     results = pd.read_csv(repo / "reports" / "results.csv")
-    timing = results[results.table == "running-time"].set_index(["model", "metric"])
+    timing = results[results.table == "table11"].set_index(["model", "metric"])
     assert timing.loc[("GCN", "train_seconds"), "runs"] == 2
     # the smoke run has no ogbn-arxiv: its random graph is a substitute, never judged
     assert timing.loc[("GCN", "parameters"), "status"] == "stand-in"
     assert timing.loc[("GCN", "train_seconds"), "status"] == "stand-in"
     assert timing.loc[("MLP", "parameters"), "status"] == "paper-only"  # not in the smoke run
-    assert "Table 11" in (repo / "reports" / "tables" / "table11-running-time.md").read_text()
+    assert "Table 11" in (repo / "reports" / "tables" / "table11.md").read_text()
 
 
 def test_energy_stage_traces_and_figure(repo):

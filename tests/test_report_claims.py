@@ -16,17 +16,17 @@ from twirls.reports.scorecard import scorecard, totals
 from twirls.reports.sweep_points import paper_points, read_sweep_points
 
 ATTACK_CLAIM = {"id": "attack", "claim": "c", "source": "s", "test": "t", "checks": [
-    {"rule": "at_least_best_of", "table": "attack", "subject": "TWIRLS",
+    {"rule": "at_least_best_of", "table": "table4", "subject": "TWIRLS",
      "others": ["GNNGuard", "GCN-Jaccard", "GCN-SVD"],
      "datasets": ["nettack-cora", "nettack-citeseer"], "tolerance": 1.0}]}
 
 
 def attack_cells(twirls_cora: float, twirls_citeseer: float) -> list[Cell]:
-    cells = [Cell("attack", ds, m, "accuracy", 70.0, 1.0, 5)
+    cells = [Cell("table4", ds, m, "accuracy", 70.0, 1.0, 5)
              for ds in ("nettack-cora", "nettack-citeseer")
              for m in ("GNNGuard", "GCN-Jaccard", "GCN-SVD")]
-    return cells + [Cell("attack", "nettack-cora", "TWIRLS", "accuracy", twirls_cora, 1.0, 5),
-                    Cell("attack", "nettack-citeseer", "TWIRLS", "accuracy", twirls_citeseer,
+    return cells + [Cell("table4", "nettack-cora", "TWIRLS", "accuracy", twirls_cora, 1.0, 5),
+                    Cell("table4", "nettack-citeseer", "TWIRLS", "accuracy", twirls_citeseer,
                          1.0, 5)]
 
 
@@ -51,7 +51,7 @@ def test_a_comparison_within_one_standard_error_is_a_close_call():
     # the paper's numbers have no runs to weigh: never a close call
     assert close_calls(evaluate(ATTACK_CLAIM, Values(results, column="paper_mean"))) == []
     margin = {"id": "m", "claim": "c", "source": "s", "test": "t", "checks": [
-        {"rule": "margin_over", "table": "attack", "subject": "TWIRLS", "other": "GNNGuard",
+        {"rule": "margin_over", "table": "table4", "subject": "TWIRLS", "other": "GNNGuard",
          "datasets": ["nettack-cora", "nettack-citeseer"], "margin": 2.0}]}
     outcomes = evaluate(margin, Values(results))  # -0.5 and +1.5 against a margin of 2
     assert [o.ok for o in outcomes] == [False, False]
@@ -67,9 +67,9 @@ def test_a_comparison_within_one_standard_error_is_a_close_call():
 def test_the_best_on_count_is_a_close_call_when_narrow_leads_decide_it(leads, close):
     claim = next(c for c in read_claims() if c["id"] == "heterophily")
     datasets = claim["checks"][0]["datasets"]
-    cells = [Cell("heterophily", ds, m, "accuracy", 60.0, 1.0, 10)
+    cells = [Cell("table3", ds, m, "accuracy", 60.0, 1.0, 10)
              for ds in datasets for m in claim["checks"][0]["others"]]
-    cells += [Cell("heterophily", ds, "TWIRLS", "accuracy", 60.0 + lead, 1.0, 10)
+    cells += [Cell("table3", ds, "TWIRLS", "accuracy", 60.0 + lead, 1.0, 10)
               for ds, lead in zip(datasets, leads, strict=True)]
     outcomes = evaluate(claim, Values(build_results(cells, read_paper())))
     count = outcomes[-1]
@@ -92,22 +92,22 @@ def test_a_claim_without_our_numbers_is_untested_and_partly_when_some_are_missin
 
 
 def test_stand_in_cells_are_used_but_say_so_and_never_count_as_reproduced():
-    cells = [Cell("cws", "pku", m, "macro_f1", v, 0.5, 3, status="stand-in",
+    cells = [Cell("table12", "pku", m, "macro_f1", v, 0.5, 3, status="stand-in",
                   note="trained on part of the test gold")
              for m, v in (("TWIRLS-base", 84.9), ("GCN", 60.0), ("MLP", 55.0))]
     results = build_results(cells, read_paper())
-    assert set(results[results["table"] == "cws"].dropna(subset=["mean"])["status"]) == {
+    assert set(results[results["table"] == "table12"].dropna(subset=["mean"])["status"]) == {
         "stand-in"}
     claim = next(c for c in read_claims() if c["id"] == "cws")
     assert verdict(evaluate(claim, Values(results))) == "holds (on stand-in cells)"
-    wide = table_frame(results[results["table"] == "cws"])
+    wide = table_frame(results[results["table"] == "table12"])
     assert "84.90 ± 0.50 [stand-in] (84.86 ± 0.39)" in wide["pku"].tolist()
-    assert totals(scorecard(results, ["cws"]))["reproduced"] == 0
+    assert totals(scorecard(results, ["table12"]))["reproduced"] == 0
 
 
 def test_a_stage_cannot_set_a_computed_status(tmp_path):
     path = tmp_path / "cells.json"
-    write_cells(path, [Cell("cws", "pku", "MLP", "macro_f1", 50.0, status="reproduced")])
+    write_cells(path, [Cell("table12", "pku", "MLP", "macro_f1", 50.0, status="reproduced")])
     with pytest.raises(ValueError, match="may only set"):
         read_cells(path)
 
@@ -134,40 +134,40 @@ def test_every_committed_claim_has_a_known_rule_and_verdicts_are_counted():
 
 
 def test_table2_is_in_the_papers_order_with_one_note_per_reason(tmp_path):
-    cells = [Cell("standard-benchmarks", "pubmed", m, "accuracy", status="no-data",
+    cells = [Cell("table2", "pubmed", m, "accuracy", status="no-data",
                   note="pubmed: cannot download") for m in ("TWIRLS-base", "SGC", "GCN")]
-    cells.append(Cell("standard-benchmarks", "cora", "MyModel", "accuracy", 80.0, 1.0, 3))
+    cells.append(Cell("table2", "cora", "MyModel", "accuracy", 80.0, 1.0, 3))
     results = build_results(cells, read_paper())
-    wide = table_frame(results[results["table"] == "standard-benchmarks"])
+    wide = table_frame(results[results["table"] == "table2"])
     assert list(wide.columns) == ["model", "cora", "citeseer", "pubmed", "ogbn-arxiv"]
     assert list(wide["model"]) == ["SGC", "GCN", "APPNP", "JKNet", "GCNII", "DAGNN",
                                    "TWIRLS-base", "MyModel"]
     write_index(results, tmp_path, set())
-    md = (tmp_path / "tables" / "table2-standard-benchmarks.md").read_text()
+    md = (tmp_path / "tables" / "table2.md").read_text()
     assert md.count("cannot download") == 1
     assert "- pubmed (SGC, GCN, TWIRLS-base): cannot download" in md
 
 
 def test_table3_homophily_is_a_row_and_table5_is_datasets_by_statistics():
-    cells = [Cell("heterophily", ds, "dataset", "homophily", 0.2, None, 1)
+    cells = [Cell("table3", ds, "dataset", "homophily", 0.2, None, 1)
              for ds in ("texas", "cornell")]
-    cells.append(Cell("heterophily", "texas", "TWIRLS", "accuracy", 84.0, 4.0, 10))
-    cells.append(Cell("dataset-statistics", "cora", "dataset", "nodes", 2708.0, None, 1))
+    cells.append(Cell("table3", "texas", "TWIRLS", "accuracy", 84.0, 4.0, 10))
+    cells.append(Cell("table5", "cora", "dataset", "nodes", 2708.0, None, 1))
     results = build_results(cells, read_paper())
-    het = table_frame(results[results["table"] == "heterophily"])
+    het = table_frame(results[results["table"] == "table3"])
     assert list(het.columns) == ["model", "texas", "wisconsin", "actor", "cornell"]
     assert het.iloc[0]["model"] == "homophily" and het.iloc[0]["texas"] == "0.20 (0.11)"
-    stats = table_frame(results[results["table"] == "dataset-statistics"])
+    stats = table_frame(results[results["table"] == "table5"])
     assert list(stats.columns) == ["dataset", "nodes", "edges", "features", "classes"]
     assert stats.iloc[0].tolist()[:2] == ["cora", "2,708 (2,708)"]
 
 
 def test_extra_tables_do_not_claim_paper_numbers(tmp_path):
-    cells = [Cell("attack-clean", "nettack-cora", "TWIRLS", "accuracy", 80.0, 1.0, 5)]
+    cells = [Cell("table4-clean", "nettack-cora", "TWIRLS", "accuracy", 80.0, 1.0, 5)]
     write_index(build_results(cells, read_paper()), tmp_path, set())
-    md = (tmp_path / "tables" / "table4-attack-clean.md").read_text()
+    md = (tmp_path / "tables" / "table4-clean.md").read_text()
     assert "(paper" not in md and "no numbers here" in md
-    assert "Ours (paper)" not in (tmp_path / "tables" / "table4-attack-clean.tex").read_text()
+    assert "Ours (paper)" not in (tmp_path / "tables" / "table4-clean.tex").read_text()
     readme = (tmp_path / "README.md").read_text()
     assert readme.index("## Scorecard") < readme.index("## Tables")
     assert readme.index("Table 2:") < readme.index("Table 12:") < readme.index("Extra:")
@@ -175,16 +175,16 @@ def test_extra_tables_do_not_claim_paper_numbers(tmp_path):
 
 def test_table11_is_judged_on_ratios_to_mlp_and_gcn():
     # ten times slower than the paper everywhere: same ratios -> reproduced
-    paper = read_paper().query("table == 'running-time' and metric == 'train_seconds'")
-    cells = [Cell("running-time", "ogbn-arxiv", r.model, "train_seconds", 10 * r.mean, 0.1, 3)
+    paper = read_paper().query("table == 'table11' and metric == 'train_seconds'")
+    cells = [Cell("table11", "ogbn-arxiv", r.model, "train_seconds", 10 * r.mean, 0.1, 3)
              for r in paper.itertuples()]
     cells[-1].mean *= 2  # TWIRLS* twice as slow relative to the others
     results = build_results(cells, read_paper())
-    status = results.set_index("model").query("table == 'running-time' and "
+    status = results.set_index("model").query("table == 'table11' and "
                                               "metric == 'train_seconds'")["status"]
     assert status.drop("TWIRLS*").eq("reproduced").all()
     assert status["TWIRLS*"] == "differs"
-    wide = table_frame(results[results["table"] == "running-time"])
+    wide = table_frame(results[results["table"] == "table11"])
     row = wide.set_index("model").loc["GCN"]
     assert row["train ÷ MLP: ours (paper)"] == "1.15 (1.15)"
     assert row["train s/epoch (this hardware)"] == "7.75 ± 0.10"
@@ -192,7 +192,7 @@ def test_table11_is_judged_on_ratios_to_mlp_and_gcn():
 
 def test_headline_is_flat_rounded_and_atomic(tmp_path):
     results = build_results(attack_cells(72.346, 71.0), read_paper())
-    values = headline(results, totals(scorecard(results, ["attack"])))
+    values = headline(results, totals(scorecard(results, ["table4"])))
     assert values["atk_cora"] == 72.35 and "cora" not in values  # no number of ours: left out
     assert values["reproduced"] + values["differs"] == 8
     assert all(isinstance(v, (int, float)) for v in values.values())
@@ -203,11 +203,11 @@ def test_headline_is_flat_rounded_and_atomic(tmp_path):
 
 
 def test_grid_values_come_from_the_cells_extra_when_present():
-    cells = [Cell("citeseer-alpha-steps", "citeseer", f"TWIRLS-base[S={s},alpha={a}]",
+    cells = [Cell("table8", "citeseer", f"TWIRLS-base[S={s},alpha={a}]",
                   "accuracy", 70.0, 0.1, 3, extra={"grid": {"alpha": a, "steps": s}})
              for s in (8, 16, 32, 64) for a in (0.1, 0.25, 0.5, 1.0)]
     wide = table_frame(build_results(cells, read_paper()).query(
-        "table == 'citeseer-alpha-steps'"))
+        "table == 'table8'"))
     assert list(wide.columns)[0] == "TWIRLS-base (citeseer): steps"  # the grid's key names
     assert list(wide.iloc[:, 0]) == ["8", "16", "32", "64"]
     assert wide.iloc[0, 4] == "70.00 ± 0.10 (72.35)"
@@ -221,7 +221,7 @@ def test_sweep_points_parse_metrics_and_paper_labels(tmp_path):
     assert read_sweep_points(tmp_path / "figure2.csv", path) == [
         {"curve": "SGC", "point": {"steps": 4}, "mean": 81.9},
         {"curve": "closed form (eq. 2)", "point": {}, "mean": 83.4}]
-    sweep = {"table": "citeseer-alpha-steps", "dataset": "citeseer",
+    sweep = {"table": "table8", "dataset": "citeseer",
              "label": "TWIRLS-base[S={steps},alpha={alpha}]", "curves": {"TWIRLS-base": {}}}
     pts = paper_points("table8", sweep, read_paper())
     assert len(pts) == 16

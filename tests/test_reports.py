@@ -14,7 +14,7 @@ import pytest
 
 from twirls.reports.explanations import read_explanations
 from twirls.reports.figures_index import FIGURES
-from twirls.reports.render import TABLES, cell_text, file_stem, table_frame, write_index
+from twirls.reports.render import TABLES, cell_text, table_frame, write_index
 from twirls.reports.results import (
     COLUMNS,
     Cell,
@@ -33,13 +33,13 @@ def test_paper_numbers_cover_every_table_and_cite_it():
     assert paper["source"].str.match(r"Table \d+ \(").all()
     assert not paper.duplicated(["table", "dataset", "model", "metric"]).any()
     # spot checks against the LaTeX source
-    row = paper.query("table == 'standard-benchmarks' and dataset == 'citeseer' "
+    row = paper.query("table == 'table2' and dataset == 'citeseer' "
                       "and model == 'TWIRLS-base'").iloc[0]
     assert (row["mean"], row["std"]) == (74.2, 0.45)
-    row = paper.query("table == 'attack' and dataset == 'nettack-citeseer' "
+    row = paper.query("table == 'table4' and dataset == 'nettack-citeseer' "
                       "and model == 'TWIRLS'").iloc[0]
     assert (row["mean"], row["std"]) == (70.63, 0.93)
-    assert len(paper.query("table == 'citeseer-alpha-steps'")) == 16
+    assert len(paper.query("table == 'table8'")) == 16
 
 
 @pytest.mark.parametrize("delta,std,expected", [
@@ -57,11 +57,11 @@ def test_counts_must_match_exactly():
 
 def test_results_join_statuses_and_exact_columns(tmp_path):
     cells = [
-        Cell("standard-benchmarks", "cora", "TWIRLS-base", "accuracy", 83.7, 0.6, 10),
-        Cell("standard-benchmarks", "pubmed", "TWIRLS-base", "accuracy", status="no-data",
+        Cell("table2", "cora", "TWIRLS-base", "accuracy", 83.7, 0.6, 10),
+        Cell("table2", "pubmed", "TWIRLS-base", "accuracy", status="no-data",
              note="pubmed: cannot download ind.pubmed.allx"),
-        Cell("standard-benchmarks", "citeseer", "TWIRLS-base", "accuracy", 70.0, 1.0, 10),
-        Cell("attack", "cora", "TWIRLS", "accuracy", 80.0, 1.0, 10, note="clean graph"),
+        Cell("table2", "citeseer", "TWIRLS-base", "accuracy", 70.0, 1.0, 10),
+        Cell("table4", "cora", "TWIRLS", "accuracy", 80.0, 1.0, 10, note="clean graph"),
     ]
     path = tmp_path / "cells.json"
     write_cells(path, cells)
@@ -69,7 +69,7 @@ def test_results_join_statuses_and_exact_columns(tmp_path):
     df = build_results(read_cells(path), read_paper())
     assert df.columns.tolist()[: len(COLUMNS)] == COLUMNS
 
-    def status(ds: str, model: str, table: str = "standard-benchmarks") -> str:
+    def status(ds: str, model: str, table: str = "table2") -> str:
         hit = df[(df.table == table) & (df.dataset == ds) & (df.model == model)]
         assert len(hit) == 1
         return hit.iloc[0]["status"]
@@ -78,15 +78,15 @@ def test_results_join_statuses_and_exact_columns(tmp_path):
     assert status("citeseer", "TWIRLS-base") == "differs"  # |70 - 74.2| > max(1, 0.9)
     assert status("pubmed", "TWIRLS-base") == "no-data"
     assert status("cora", "GCNII") == "paper-only"
-    assert status("cora", "TWIRLS", "attack") == "not-in-paper"
+    assert status("cora", "TWIRLS", "table4") == "not-in-paper"
     row = df[(df.dataset == "cora") & (df.model == "TWIRLS-base")
-             & (df.table == "standard-benchmarks")].iloc[0]
+             & (df.table == "table2")].iloc[0]
     assert row["delta"] == pytest.approx(83.7 - 84.1)
     assert len(df) == len(read_paper()) + 1  # every paper cell, plus our extra one
 
 
 def test_the_same_cell_from_two_stages_is_an_error():
-    cell = Cell("cws", "pku", "MLP", "macro_f1", 50.0, 1.0, 3)
+    cell = Cell("table12", "pku", "MLP", "macro_f1", 50.0, 1.0, 3)
     with pytest.raises(ValueError, match="same cell"):
         build_results([cell, cell], read_paper())
 
@@ -106,22 +106,22 @@ def test_cell_text_shows_ours_and_paper():
 
 
 def test_index_lists_every_table_and_figure(tmp_path):
-    cells = [Cell("cws", "pku", "MLP", "macro_f1", status="no-data", note="pku: missing")]
+    cells = [Cell("table12", "pku", "MLP", "macro_f1", status="no-data", note="pku: missing")]
     results = build_results(cells, read_paper())
     write_index(results, tmp_path, figures_made={"cosine-rho"})
     index = (tmp_path / "README.md").read_text()
     for table, title in TABLES.items():
         assert title in index
         for ext in ("md", "csv", "tex"):
-            assert (tmp_path / "tables" / f"{file_stem(table)}.{ext}").exists()
+            assert (tmp_path / "tables" / f"{table}.{ext}").exists()
     for title in FIGURES.values():
         assert title in index
     # every curve the paper draws is run (SSE was the last missing one): said so
     assert "Curves the paper draws that no stage runs: none.\n" in index
     assert "[cosine-rho.png](figures/cosine-rho.png)" in index
-    cws = (tmp_path / "tables" / "table12-cws.md").read_text()
+    cws = (tmp_path / "tables" / "table12.md").read_text()
     assert "no data (56.68 ± 2.81)" in cws and "- pku (MLP): missing" in cws
-    tex = (tmp_path / "tables" / "table12-cws.tex").read_text()
+    tex = (tmp_path / "tables" / "table12.tex").read_text()
     assert r"\begin{tabular}" in tex and r"$\pm$" in tex
 
 
@@ -155,25 +155,25 @@ def test_index_says_when_a_sweep_figure_had_no_data(tmp_path):
 
 
 def test_explanations_are_rendered_under_their_table_with_the_status(tmp_path):
-    cells = [Cell("mlp-layers", "cora", "TWIRLS-base[K=1]", "accuracy", 80.0, 0.5, 10)]
+    cells = [Cell("table10", "cora", "TWIRLS-base[K=1]", "accuracy", 80.0, 0.5, 10)]
     results = build_results(cells, read_paper())
     path = tmp_path / "ex.csv"
     path.write_text("table,dataset,model,explanation\n"
-                    "mlp-layers,cora,TWIRLS-base[K=1],the appendix config is not the README's\n"
-                    "mlp-layers,*,*,one K=2 model for the whole table\n")
+                    "table10,cora,TWIRLS-base[K=1],the appendix config is not the README's\n"
+                    "table10,*,*,one K=2 model for the whole table\n")
     ex = read_explanations(results, path)
     write_index(results, tmp_path, set(), ex)
-    md = (tmp_path / "tables" / "table10-mlp-layers.md").read_text()
+    md = (tmp_path / "tables" / "table10.md").read_text()
     assert ("- TWIRLS-base[K=1] / cora (differs): the appendix config is not the README's"
             in md)
     assert "- all cells: one K=2 model for the whole table" in md
-    assert "Why cells differ" not in (tmp_path / "tables" / "table4-attack.md").read_text()
+    assert "Why cells differ" not in (tmp_path / "tables" / "table4.md").read_text()
 
 
 def test_an_explanation_of_an_unknown_cell_is_one_clear_error(tmp_path):
     results = build_results([], read_paper())
     path = tmp_path / "ex.csv"
-    path.write_text("table,dataset,model,explanation\nmlp-layers,cora,TWIRLS-base[K=9],x\n")
+    path.write_text("table,dataset,model,explanation\ntable10,cora,TWIRLS-base[K=9],x\n")
     with pytest.raises(ValueError, match=r"line 2: no cell .*TWIRLS-base\[K=9\]"):
         read_explanations(results, path)
 
@@ -184,38 +184,38 @@ def test_the_committed_explanations_name_existing_cells():
 
 
 def test_a_two_parameter_sweep_renders_as_the_papers_grid():
-    cells = [Cell("citeseer-alpha-steps", "citeseer", f"TWIRLS-base[S={s},alpha={a}]",
+    cells = [Cell("table8", "citeseer", f"TWIRLS-base[S={s},alpha={a}]",
                   "accuracy", 70.0 + s / 100 + a, 0.1, 3)
              for s in (8, 16) for a in (0.1, 1.0)]
     results = build_results(cells, read_paper())
-    rows = results[results["table"] == "citeseer-alpha-steps"]
+    rows = results[results["table"] == "table8"]
     wide = table_frame(rows)
     assert list(wide.columns) == ["TWIRLS-base (citeseer): S", "alpha=0.1", "alpha=0.25",
                                   "alpha=0.5", "alpha=1"]
     assert list(wide.iloc[:, 0]) == ["8", "16", "32", "64"]  # paper-only rows stay, in order
     assert wide.iloc[0, 4] == "71.08 ± 0.10 (72.35)"  # S=8, alpha=1.0
     assert wide.iloc[2, 1] == "not run (68.71)"
-    mixed = results[results["table"] == "mlp-layers"]  # one-parameter labels: the usual layout
+    mixed = results[results["table"] == "table10"]  # one-parameter labels: the usual layout
     assert list(table_frame(mixed).columns)[0] == "model"
 
 
 def test_a_note_shared_by_every_cell_is_printed_once(tmp_path):
-    cells = [Cell("attack-clean", "nettack-cora", m, "accuracy", 80.0, 1.0, 5, note="graph: clean")
+    cells = [Cell("table4-clean", "nettack-cora", m, "accuracy", 80.0, 1.0, 5, note="graph: clean")
              for m in ("GCN (surrogate)", "TWIRLS")]
-    cells.append(Cell("attack-prognn", "nettack-cora", "TWIRLS", "accuracy", 60.0, 1.0, 5,
+    cells.append(Cell("table4-prognn", "nettack-cora", "TWIRLS", "accuracy", 60.0, 1.0, 5,
                       note="graph: prognn"))
-    cells.append(Cell("attack-prognn", "nettack-cora", "GCN (surrogate)", "accuracy", 55.0, 1.0,
+    cells.append(Cell("table4-prognn", "nettack-cora", "GCN (surrogate)", "accuracy", 55.0, 1.0,
                       5))
     write_index(build_results(cells, read_paper()), tmp_path, set())
-    clean = (tmp_path / "tables" / "table4-attack-clean.md").read_text()
+    clean = (tmp_path / "tables" / "table4-clean.md").read_text()
     assert "- all cells: graph: clean" in clean and "TWIRLS / nettack-cora: graph" not in clean
-    prognn = (tmp_path / "tables" / "table4-attack-prognn.md").read_text()
-    no_data = [Cell("mlp-layers", "pubmed", f"TWIRLS-base[K={k}]", "accuracy", status="no-data",
+    prognn = (tmp_path / "tables" / "table4-prognn.md").read_text()
+    no_data = [Cell("table10", "pubmed", f"TWIRLS-base[K={k}]", "accuracy", status="no-data",
                     note="pubmed: missing") for k in (1, 2)]
-    ran = [Cell("mlp-layers", "cora", f"TWIRLS-base[K={k}]", "accuracy", 83.0, 0.5, 10)
+    ran = [Cell("table10", "cora", f"TWIRLS-base[K={k}]", "accuracy", 83.0, 0.5, 10)
            for k in (1, 2)]
     write_index(build_results(no_data + ran, read_paper()), tmp_path, set())
-    mlp = (tmp_path / "tables" / "table10-mlp-layers.md").read_text()
+    mlp = (tmp_path / "tables" / "table10.md").read_text()
     # one line per distinct note, naming its dataset once
     assert "- pubmed (every model): missing" in mlp and "all cells" not in mlp
     assert mlp.count("missing") == 1 and "pubmed: missing" not in mlp
@@ -261,11 +261,11 @@ def test_a_protocol_rerun_is_judged_against_the_table_it_reruns_but_not_scored()
 
     paper = read_paper()
     label = "TWIRLS-base[S=8,alpha=0.1]"
-    ref = paper[(paper.table == "citeseer-alpha-steps") & (paper.model == label)].iloc[0]
-    cell = Cell("citeseer-alpha-steps-paper-k2", "citeseer", label, "accuracy",
+    ref = paper[(paper.table == "table8") & (paper.model == label)].iloc[0]
+    cell = Cell("table8-paper-k2", "citeseer", label, "accuracy",
                 ref["mean"] + 0.5, 1.0, 10)
     df = build_results([cell], paper)
-    row = df[df.table == "citeseer-alpha-steps-paper-k2"]
+    row = df[df.table == "table8-paper-k2"]
     assert len(row) == 1 and row.iloc[0]["paper_mean"] == ref["mean"]
     assert row.iloc[0]["status"] == "reproduced"
     assert len(df) == len(paper) + 1  # no paper-only copies of the rerun table
@@ -287,37 +287,37 @@ def test_stage_graph_collapses_to_families_for_mermaid():
 
 
 def test_table9s_primary_variant_fills_the_table_and_the_other_sits_beside_it():
-    """The table9 stage writes the paper variant's cells to truncation-T(-prognn) and the
+    """The table9 stage writes the paper variant's cells to table9(-prognn) and the
     reference's to ...-reference; the report moves them by `table9.primary`."""
     from twirls.reports.results import Cell, with_primary
 
-    paper = Cell("truncation-T", "nettack-cora", "TWIRLS[T=2]", "accuracy", 70.0,
+    paper = Cell("table9", "nettack-cora", "TWIRLS[T=2]", "accuracy", 70.0,
                  extra={"variant": "paper"})
-    ref = Cell("truncation-T-prognn-reference", "nettack-cora", "TWIRLS[T=2]", "accuracy", 71.0,
+    ref = Cell("table9-prognn-reference", "nettack-cora", "TWIRLS[T=2]", "accuracy", 71.0,
                extra={"variant": "reference"})
-    other = Cell("attack", "nettack-cora", "TWIRLS", "accuracy", 1.0, extra={"variant": "paper"})
+    other = Cell("table4", "nettack-cora", "TWIRLS", "accuracy", 1.0, extra={"variant": "paper"})
     assert [with_primary(c, "paper").table for c in (paper, ref, other)] == [
-        "truncation-T", "truncation-T-prognn-reference", "attack"]
+        "table9", "table9-prognn-reference", "table4"]
     assert [with_primary(c, "reference").table for c in (paper, ref, other)] == [
-        "truncation-T-paper", "truncation-T-prognn", "attack"]
+        "table9-paper", "table9-prognn", "table4"]
 
 
 def test_sources_section_names_each_tables_params_stages_and_script_from_dvc_yaml(tmp_path):
     from twirls.reports.sources import sources_lines
 
     repo = Path(__file__).resolve().parents[1]
-    lines = sources_lines(repo / "dvc.yaml", TABLES, FIGURES, file_stem)
+    lines = sources_lines(repo / "dvc.yaml", TABLES, FIGURES)
     rows = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| ")}
     assert {f"Table {n}" for n in (2, 3, 4, 5, 8, 9, 10, 11, 12)} <= set(rows)
     table4 = rows["Table 4"]
     assert "`params/table4.yaml`" in table4 and "`table4-twirls@…`" in table4
-    assert "`twirls.stages.table4`" in table4 and "tables/table4-attack.md)" in table4
+    assert "`twirls.stages.table4`" in table4 and "tables/table4.md)" in table4
     for script in re.findall(r"`(twirls\.stages\.\w+)`", "\n".join(lines)):
         assert (repo / "src" / Path(*script.split("."))).with_suffix(".py").is_file(), script
     # another script in dvc.yaml shows at once: the section is read, not written by hand
     moved = (repo / "dvc.yaml").read_text().replace("twirls.stages.table4 ", "twirls.stages.t4 ")
     (tmp_path / "dvc.yaml").write_text(moved)
-    lines = sources_lines(tmp_path / "dvc.yaml", TABLES, FIGURES, file_stem)
+    lines = sources_lines(tmp_path / "dvc.yaml", TABLES, FIGURES)
     assert any("Table 4" in line and "`twirls.stages.t4`" in line for line in lines)
     proc = subprocess.run([sys.executable, "-m", "twirls.dag", "sources"], cwd=repo,
                           capture_output=True, text=True)

@@ -57,7 +57,7 @@ def test_train_stage_rows_are_its_cells_runs(tmp_path, monkeypatch):
     write_planetoid(folder, "cora", num_features=40, num_unlabelled=600, num_test=300)
     (folder / "FETCH.json").write_text(json.dumps({"dataset": "cora", "status": "ok"}))
     entry = {"dataset": "cora", "model": "twirls",
-             "cells": {"standard-benchmarks": "TWIRLS-base", "variant-comparison": "TB"},
+             "cells": {"table2": "TWIRLS-base", "variants": "TB"},
              "model_cfg": {"steps": 2, "lam": 1.0, "alpha": 1.0, "mlp_before": 1},
              "train_cfg": {"epochs": 4, "lr": 0.05}}
     params = {"table2": {"tiny": entry}, "train": {"seeds": 3}, "device": "cpu", "threads": 1,
@@ -160,7 +160,7 @@ def test_train_batch_trains_the_seeds_together_where_the_model_allows(tmp_path, 
     """``train.batch``: batches of seeds (the same seeds and protocol, other dropout masks;
     a rerun is identical); a model the batched trainer lacks runs one seed per run and says
     so in one line."""
-    entry = {"dataset": "cora", "model": "twirls", "cells": {"standard-benchmarks": "T"},
+    entry = {"dataset": "cora", "model": "twirls", "cells": {"table2": "T"},
              "model_cfg": {"steps": 2, "lam": 1.0, "alpha": 1.0, "mlp_before": 1,
                            "input_dropout": 0.5},
              "train_cfg": {"epochs": 6, "lr": 0.05}}

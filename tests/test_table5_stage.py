@@ -1,4 +1,4 @@
-"""The dataset-statistics stage: homophily and the explanation of edge-count differences."""
+"""The table5 stage: homophily and the explanation of edge-count differences."""
 
 from __future__ import annotations
 

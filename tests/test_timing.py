@@ -23,7 +23,7 @@ EXACT = {"MLP", "GCN", "JKNet", "DAGNN", "TWIRLS-base", "TWIRLS*-base", "TWIRLS"
 
 def paper_parameters() -> pd.Series:
     paper = read_paper()
-    rows = paper[(paper.table == "running-time") & (paper.metric == "parameters")]
+    rows = paper[(paper.table == "table11") & (paper.metric == "parameters")]
     return rows.set_index("model")["mean"]
 
 

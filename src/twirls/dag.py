@@ -297,10 +297,10 @@ def check_sources(write: bool, dvc_yaml: Path = REPO / "dvc.yaml",
     rewritten with ``write``, else exit status 1 when it differs."""
     from twirls.files import write_text
     from twirls.reports.figures_index import FIGURES
-    from twirls.reports.render import TABLES, file_stem
+    from twirls.reports.render import TABLES
     from twirls.reports.sources import sources_lines
 
-    text = "\n".join(sources_lines(dvc_yaml, TABLES, FIGURES, file_stem))
+    text = "\n".join(sources_lines(dvc_yaml, TABLES, FIGURES))
     if write:
         write_text(out, text)
         return 0

@@ -14,7 +14,7 @@ writes one JSON file (atomically: a temporary file, then a rename) with
   rounds (one epoch of each model per round, after warm-up epochs), every sample kept, with the peak
   GPU memory of each model's warm-up epochs. Each model's times are divided by MLP's and by GCN's,
   next to the same ratios of the paper's T4 times (``src/twirls/reports/paper_numbers.csv``, table
-  ``running-time``): absolute seconds on another GPU do not compare, ratios do;
+  ``table11``): absolute seconds on another GPU do not compare, ratios do;
 * ``mettack``: seconds per flip of the fast Mettack (:class:`twirls.attack.metattack.Metattack`,
   ``engine="torch"``: every product on the device) on nettack-Cora (``cora.npz`` found in
   ``--cora-raw``, ``data/raw/nettack-cora``, ``$TWIRLS_DATA_MIRROR`` or ``../shared/datasets``,
@@ -55,7 +55,7 @@ from twirls.train.timing import ARXIV, EpochTimer, count_parameters, random_task
 
 REPO = Path(__file__).resolve().parents[3]
 PAPER_CSV = Path(__file__).resolve().parents[1] / "reports" / "paper_numbers.csv"
-TABLE = "running-time"
+TABLE = "table11"
 BASELINES = ("MLP", "GCN")  # the ratios' denominators
 #: nettack-Cora (largest connected component of gnn-meta-attack's cora.npz), the attacked graph
 CORA = {"nodes": 2_485, "edges": 5_069, "features": 1_433, "classes": 7, "words_per_node": 18}

@@ -46,7 +46,7 @@ class StagePlan:
 
     Attributes:
         stage: the DVC stage (``table2@pubmed-gcn``, ``table11``, ``table12``), or part of one:
-            ``table5[pku]`` (the dataset-statistics stage restricted to one dataset),
+            ``table5[pku]`` (the table5 stage restricted to one dataset),
             ``figure3[IGNN]`` (one curve of a sweep).
         kind: ``train``, ``sweep``, ``timing``, ``cws`` (``table12``) or ``datasets``.
         name: the entry's key in its group (train), the curve (sweep), the dataset (datasets),

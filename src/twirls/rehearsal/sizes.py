@@ -1,7 +1,7 @@
 """The real sizes the rehearsal files are generated at, with their sources.
 
 Nodes, edges, features and classes of Pubmed, ogbn-arxiv and Amazon are the paper's Table 5
-(``src/twirls/reports/paper_numbers.csv``, table ``dataset-statistics``); edges are generated as
+(``src/twirls/reports/paper_numbers.csv``, table ``table5``); edges are generated as
 that many distinct undirected edges, which is what ``GraphData.num_undirected_edges`` (and the
 ``datasets`` stage) counts. The rest:
 

@@ -21,9 +21,9 @@ def natural_key(label: object) -> str:
 
 
 #: extra tables laid out like a paper table (same rows and columns on other graphs).
-LAID_OUT_LIKE = {"attack-clean": "attack", "attack-prognn": "attack",
-                 "truncation-T-prognn": "truncation-T",
-                 **dict.fromkeys(VARIANT_EXTRA_TABLES, "truncation-T"),
+LAID_OUT_LIKE = {"table4-clean": "table4", "table4-prognn": "table4",
+                 "table9-prognn": "table9",
+                 **dict.fromkeys(VARIANT_EXTRA_TABLES, "table9"),
                  **COMPARED_WITH}
 
 

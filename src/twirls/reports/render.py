@@ -12,7 +12,7 @@ from twirls.files import write_text
 from twirls.reports.explanations import ALL
 from twirls.reports.figures_index import FIGURES, NOT_BUILT
 from twirls.reports.notes import cell_notes
-from twirls.reports.order import LAID_OUT_LIKE, in_paper_order, natural_key, paper_order
+from twirls.reports.order import in_paper_order, natural_key, paper_order
 from twirls.reports.results import COMPARED_WITH, STATUSES, VARIANT_EXTRA_TABLES, read_paper
 from twirls.reports.scorecard import scorecard, scorecard_lines
 from twirls.reports.timing_ratios import RATIO_TOLERANCE
@@ -21,40 +21,40 @@ from twirls.reports.timing_table import timing_frame
 
 #: table id -> (paper table number and title). The order is the paper's.
 TABLES: dict[str, str] = {
-    "standard-benchmarks": "Table 2: Baseline results on standard benchmarks",
-    "heterophily": "Table 3: Result on heterophily graphs",
-    "attack": "Table 4: Adversarial attack comparison with SOTA models",
-    "dataset-statistics": "Table 5: Dataset statistics",
-    "citeseer-alpha-steps": "Table 8: TWIRLS-base on Citeseer, step size alpha x steps S",
-    "truncation-T": "Table 9: TWIRLS under attack with different truncation T",
-    "mlp-layers": "Table 10: TWIRLS-base with K MLP layers before propagation",
-    "running-time": "Table 11: Running time per epoch on ogbn-arxiv",
-    "cws": "Table 12: Chinese word segmentation (PKU)",
+    "table2": "Table 2: Baseline results on standard benchmarks",
+    "table3": "Table 3: Result on heterophily graphs",
+    "table4": "Table 4: Adversarial attack comparison with SOTA models",
+    "table5": "Table 5: Dataset statistics",
+    "table8": "Table 8: TWIRLS-base on Citeseer, step size alpha x steps S",
+    "table9": "Table 9: TWIRLS under attack with different truncation T",
+    "table10": "Table 10: TWIRLS-base with K MLP layers before propagation",
+    "table11": "Table 11: Running time per epoch on ogbn-arxiv",
+    "table12": "Table 12: Chinese word segmentation (PKU)",
 }
 #: how an extra table names the table and the variant it varies
-VARIED = {"truncation-T": "Table 9", "truncation-T-prognn": "Table 9 on Pro-GNN's graphs"}
+VARIED = {"table9": "Table 9", "table9-prognn": "Table 9 on Pro-GNN's graphs"}
 VARIANT_WORDS = {"reference": "authors' reference code (dgl.nn.TWIRLSConv)",
                  "paper": "paper's equations"}
 #: our tables beyond the paper's (same format; their cells are ``not-in-paper``).
 EXTRA_TABLES: dict[str, str] = {
-    "attack-clean": "Extra: the models of Table 4 on the clean graphs (no attack)",
-    "attack-prognn": "Extra: the models of Table 4 on Pro-GNN's published 20% Meta-Self graphs",
-    "truncation-T-prognn": "Extra: Table 9's truncation T on Pro-GNN's published 20% Meta-Self "
+    "table4-clean": "Extra: the models of Table 4 on the clean graphs (no attack)",
+    "table4-prognn": "Extra: the models of Table 4 on Pro-GNN's published 20% Meta-Self graphs",
+    "table9-prognn": "Extra: Table 9's truncation T on Pro-GNN's published 20% Meta-Self "
                            "graphs",
     **{name: f"Extra: {VARIED[table]} with the {VARIANT_WORDS[name.rsplit('-', 1)[1]]}"
        for name, table in VARIANT_EXTRA_TABLES.items()},  # the variant that is not primary
-    "variant-comparison": "Extra: paper equations vs the authors' reference code "
+    "variants": "Extra: paper equations vs the authors' reference code "
                           "(dgl.nn.TWIRLSConv) on the same cells",
-    "citeseer-alpha-steps-paper-k2": "Extra: Table 8 with the paper's equations, K = 2 (Table 6)",
-    "citeseer-alpha-steps-paper-k1": "Extra: Table 8 with the paper's equations, K = 1",
-    "citeseer-alpha-steps-reference-k2": "Extra: Table 8 with the authors' reference code, K = 2",
-    "geom-gcn-best-val": "Extra: Table 3's Geom-GCN with our loop (best validation accuracy) "
+    "table8-paper-k2": "Extra: Table 8 with the paper's equations, K = 2 (Table 6)",
+    "table8-paper-k1": "Extra: Table 8 with the paper's equations, K = 1",
+    "table8-reference-k2": "Extra: Table 8 with the authors' reference code, K = 2",
+    "table3-best-val": "Extra: Table 3's Geom-GCN with our loop (best validation accuracy) "
                          "instead of its authors'",
 }
 
 
 
-STATS_TABLE = "dataset-statistics"
+STATS_TABLE = "table5"
 #: metrics that are counts: printed as integers with thousands separators.
 COUNT_METRICS = {"nodes", "edges", "features", "classes", "parameters"}
 #: how a cell without our number reads, by status.
@@ -222,14 +222,6 @@ def to_latex(df: pd.DataFrame, caption: str, legend: str = "Ours (paper)") -> st
     return "\n".join(lines) + "\n"
 
 
-def file_stem(table: str) -> str:
-    """The name of ``table``'s files under ``reports/tables/``: ``table<N>-<table>`` for the
-    paper's Table N and for our tables laid out like it (``table4-attack-clean``), else
-    ``table`` (``variant-comparison``)."""
-    number = re.match(r"Table (\d+):", TABLES.get(LAID_OUT_LIKE.get(table, table), ""))
-    return f"table{number.group(1)}-{table}" if number else table
-
-
 def legend_line(table: str) -> str:
     """How to read a cell of ``table``."""
     if table in COMPARED_WITH:
@@ -259,7 +251,7 @@ def status_counts(rows: pd.DataFrame) -> dict[str, int]:
 def write_table(results: pd.DataFrame, table: str, out_dir: Path,
                 explanations: pd.DataFrame | None = None,
                 paper: pd.DataFrame | None = None) -> dict[str, int]:
-    """Write ``<stem>.md/.csv/.tex`` (:func:`file_stem`); return the count of cells per status.
+    """Write ``<table>.md/.csv/.tex``; return the count of cells per status.
     ``explanations`` (see :mod:`twirls.reports.explanations`) are listed under the table with
     each cell's status; notes are listed once per distinct note with the cells they cover."""
     paper = read_paper() if paper is None else paper
@@ -281,10 +273,9 @@ def write_table(results: pd.DataFrame, table: str, out_dir: Path,
                 for r in ex.itertuples()) + "\n"
     if notes:
         md += "\n## Notes\n\n" + "\n".join(notes) + "\n"
-    stem = file_stem(table)
-    write_text(out_dir / f"{stem}.md", md)
-    write_text(out_dir / f"{stem}.csv", wide.to_csv(index=False))
-    write_text(out_dir / f"{stem}.tex",
+    write_text(out_dir / f"{table}.md", md)
+    write_text(out_dir / f"{table}.csv", wide.to_csv(index=False))
+    write_text(out_dir / f"{table}.tex",
                  to_latex(wide, title, "" if table in EXTRA_TABLES and table not in COMPARED_WITH
                                   else "Ours (paper)"))
     return counts
@@ -318,14 +309,14 @@ def write_index(results: pd.DataFrame, reports: Path, figures_made: set[str],
              "from a pipeline run; the paper's numbers come from "
              "`src/twirls/reports/paper_numbers.csv`.", "", LEGEND, "",
              "## Scorecard", "",
-             *scorecard_lines(scorecard(results, list(TABLES)), TABLES, file_stem), ""]
+             *scorecard_lines(scorecard(results, list(TABLES)), TABLES), ""]
     lines += [*(claims_section or []), "## Tables", "",
               "| table | files | cells by status |", "|---|---|---|"]
     for table, title in titles.items():
         if table in VARIANT_EXTRA_TABLES and table.endswith(f"-{primary}"):
             continue  # Table 9's primary variant: its cells are in Table 9 itself
         counts = write_table(results, table, reports / "tables", explanations, paper)
-        files = " · ".join(f"[{ext}](tables/{file_stem(table)}.{ext})"
+        files = " · ".join(f"[{ext}](tables/{table}.{ext})"
                            for ext in ("md", "csv", "tex"))
         lines.append(f"| {title} | {files} | "
                      + ", ".join(f"{k}: {v}" for k, v in counts.items()) + " |")

@@ -36,12 +36,12 @@ STATUSES = ["reproduced", "differs", "stand-in", "no-data", "paper-only", "not-i
 #: or K): each cell is judged against the paper's number for the same cell of that table, and
 #: counted in its own table only (not in the scorecard).
 COMPARED_WITH = {
-    "citeseer-alpha-steps-paper-k2": "citeseer-alpha-steps",
-    "citeseer-alpha-steps-paper-k1": "citeseer-alpha-steps",
-    "citeseer-alpha-steps-reference-k2": "citeseer-alpha-steps",
-    "geom-gcn-best-val": "heterophily",
-    "truncation-T-reference": "truncation-T",
-    "truncation-T-paper": "truncation-T",
+    "table8-paper-k2": "table8",
+    "table8-paper-k1": "table8",
+    "table8-reference-k2": "table8",
+    "table3-best-val": "table3",
+    "table9-reference": "table9",
+    "table9-paper": "table9",
 }
 #: statuses a stage may set on a cell (others are computed from the paper).
 STAGE_STATUSES = {"", "no-data", "stand-in"}
@@ -70,7 +70,7 @@ def write_cells(path: Path, cells: list[Cell]) -> None:
 
 #: tables whose cells run in both variants, the primary one in the table, the other beside it
 #: (``<table>-<variant>``): Table 9 on our graph and on Pro-GNN's (``table9.primary``)
-VARIANT_TABLES = ("truncation-T", "truncation-T-prognn")
+VARIANT_TABLES = ("table9", "table9-prognn")
 VARIANTS = ("paper", "reference")
 #: every ``<table>-<variant>`` table of :data:`VARIANT_TABLES`, with the table it varies; the
 #: report writes those of the variant that is not primary, never those of the primary

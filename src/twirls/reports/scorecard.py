@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pandas as pd
 
 from twirls.reports.results import STATUSES
@@ -25,16 +23,15 @@ def totals(card: pd.DataFrame) -> dict[str, int]:
     return {status: int(card[status].sum()) for status in card.columns}
 
 
-def scorecard_lines(card: pd.DataFrame, titles: dict[str, str],
-                    file_stem: Callable[[str], str]) -> list[str]:
-    """Markdown: one row per paper table (its title linked to its file under ``tables/``,
-    named by ``file_stem``), then the totals."""
+def scorecard_lines(card: pd.DataFrame, titles: dict[str, str]) -> list[str]:
+    """Markdown: one row per paper table (its title linked to ``tables/<table>.md``), then the
+    totals."""
     head = "| table | " + " | ".join(PAPER_STATUSES) + " |"
     lines = [head, "|---" * (len(PAPER_STATUSES) + 1) + "|"]
     for table, row in card.iterrows():
         if row[PAPER_STATUSES].sum() == 0:
             continue
-        link = f"[{titles.get(table, table)}](tables/{file_stem(table)}.md)"
+        link = f"[{titles.get(table, table)}](tables/{table}.md)"
         lines.append(f"| {link} | " + " | ".join(str(row[s]) for s in PAPER_STATUSES) + " |")
     total = totals(card)
     lines.append("| **all paper cells** | " + " | ".join(f"**{total[s]}**"

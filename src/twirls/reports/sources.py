@@ -6,7 +6,6 @@ stage may read ``dvc.yaml``, which DVC refuses as a dependency)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,8 +64,7 @@ def family_cells(names: list[str], families: dict[str, Family]) -> tuple[str, st
     return params, stages, scripts
 
 
-def sources_lines(dvc_yaml: Path, tables: dict[str, str], figures: dict[str, str],
-                  file_stem: Callable[[str], str]) -> list[str]:
+def sources_lines(dvc_yaml: Path, tables: dict[str, str], figures: dict[str, str]) -> list[str]:
     """The section: one row per paper table (``tables``: id -> title) and figure."""
     families = stage_families(dvc_yaml)
     lines = ["# Where each table and figure comes from", "",
@@ -83,7 +81,7 @@ def sources_lines(dvc_yaml: Path, tables: dict[str, str], figures: dict[str, str
             names += [f for f in ATTACKED_INPUTS if f in families]
         params, stages, scripts = family_cells(names, families)
         lines.append(f"| {title.split(':')[0]} | {params} | {stages} | {scripts} | "
-                     f"[{file_stem(table)}.md](../reports/tables/{file_stem(table)}.md) |")
+                     f"[{table}.md](../reports/tables/{table}.md) |")
     for figure, title in figures.items():
         family = FIGURE_FAMILIES.get(figure, figure)
         if family not in families:

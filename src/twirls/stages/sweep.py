@@ -3,10 +3,10 @@ hyperparameters, every point in one stage.
 
 The sweep is the group of the same name in ``params.yaml``::
 
-    citeseer-alpha-steps:
+    table8:
       dataset: citeseer
       split: public
-      table: citeseer-alpha-steps              # paper table of the cells (or omit: figure only)
+      table: table8              # paper table of the cells (or omit: figure only)
       label: "TWIRLS-base[S={steps},alpha={alpha}]"
       curves:                                  # one or more models, each with its grid
         TWIRLS-base:

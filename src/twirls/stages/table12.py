@@ -11,7 +11,7 @@ gold alone (first 80% of its sentences train, the rest test, learned embeddings)
 ``status="stand-in"`` with a note saying what differs. Without even the test gold the cells are
 ``no-data``; damaged files fail the stage.
 
-Writes ``results/table12.json`` (report cells: table ``cws``, dataset ``pku``, metric
+Writes ``results/table12.json`` (report cells: table ``table12``, dataset ``pku``, metric
 ``macro_f1``) and ``metrics/table12.json``.
 """
 

@@ -1,6 +1,6 @@
 """Stage ``table5``: statistics of every dataset next to the paper's Table 5.
 
-Writes ``results/table5.json`` (cells of table ``dataset-statistics``, each with the reason for
+Writes ``results/table5.json`` (cells of table ``table5``, each with the reason for
 any difference from the paper; the report renders them as Table 5) and
 ``reports/datasets.{md,csv}``: how each dataset was loaded (status or the reason it is missing,
 edge homophily, splits), which Table 5 does not show.
@@ -24,7 +24,7 @@ from twirls.reports.render import to_markdown
 from twirls.reports.results import Cell, read_paper, write_cells
 from twirls.stages.skeleton import entry, open_stage
 
-TABLE = "dataset-statistics"
+TABLE = "table5"
 METRICS = ("nodes", "edges", "features", "classes")
 HETEROPHILY = ("texas", "wisconsin", "actor", "cornell")
 #: ways to count a Geom-GCN edge file's entries in H (section 5.3); the first is the graph the
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     names = open_stage("table5")["table5"]["datasets"]
     paper = read_paper()
     homophily_paper = {r.dataset: r.mean for r in paper[
-        (paper["table"] == "heterophily") & (paper["metric"] == "homophily")].itertuples()}
+        (paper["table"] == "table3") & (paper["metric"] == "homophily")].itertuples()}
     paper = paper[paper["table"] == TABLE]
 
     cells: list[Cell] = []
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             counts = edge_homophily_counts(
                 read_edges(raw_file(args.raw / name, "out1_graph_edges.txt")),
                 data.labels.numpy())
-            cells.append(Cell("heterophily", name, "dataset", "homophily", round(h, 2), runs=1,
+            cells.append(Cell("table3", name, "dataset", "homophily", round(h, 2), runs=1,
                               note=homophily_note(counts, homophily_paper.get(name))))
         splits = "; ".join(f"{k}: {'/'.join(map(str, s.sizes()))}"
                            for k, s in list(data.splits.items())[:3])
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
           "self-loops or duplicates; homophily: the same-class share of those edges; the first "
           "splits), or why a dataset is missing. The counts next to the paper's, with the reason "
           "for every difference, are Table 5: "
-          "[tables/table5-dataset-statistics.md](tables/table5-dataset-statistics.md).\n\n"
+          "[tables/table5.md](tables/table5.md).\n\n"
           + to_markdown(shown))
     write_text(args.overview.with_suffix(".md"), md)
     missing = [r["dataset"] for r in rows if r["status"] != "ok"]

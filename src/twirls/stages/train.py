@@ -7,7 +7,7 @@ The entry is ``<group>.<name>`` in ``params.yaml`` (completed by
     cora-twirls-base-k2:
       dataset: cora
       model: twirls            # a key of twirls.models.MODELS
-      cells: {standard-benchmarks: TWIRLS-base}   # paper table -> model label of our cell
+      cells: {table2: TWIRLS-base}   # paper table -> model label of our cell
       model_cfg: {steps: 16, lam: 1.0, alpha: 1.0, ...}
       train_cfg: {epochs: 500, lr: 0.1, weight_decay: 5.0e-4}
       seeds: 10                # optional; default: the dataset's, else train.seeds

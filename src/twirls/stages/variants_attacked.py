@@ -1,5 +1,5 @@
 """Stage ``variants-attacked@<name>``: one TWIRLS entry on an attacked graph in both variants
-(our table ``variant-comparison``). Each entry names its dataset and graph and reuses
+(our table ``variants``). Each entry names its dataset and graph and reuses
 ``table4.twirls.<dataset>`` (:func:`twirls.config.entries.attacked_twirls_entry`) with the
 attention it pins (none: TWIRLS-base). Writes ``results/variants-attacked/<name>.json`` and
 ``metrics/variants-attacked/<name>.json``.
