@@ -13,7 +13,7 @@ from twirls.reports.headline import headline, write_headline
 from twirls.reports.render import table_frame, write_index
 from twirls.reports.results import Cell, build_results, read_cells, read_paper, write_cells
 from twirls.reports.scorecard import scorecard, totals
-from twirls.reports.sweep_points import paper_points, read_sweep_points
+from twirls.reports.sweep_points import paper_points
 
 ATTACK_CLAIM = {"id": "attack", "claim": "c", "source": "s", "test": "t", "checks": [
     {"rule": "at_least_best_of", "table": "table4", "subject": "TWIRLS",
@@ -213,14 +213,8 @@ def test_grid_values_come_from_the_cells_extra_when_present():
     assert wide.iloc[0, 4] == "70.00 ± 0.10 (72.35)"
 
 
-def test_sweep_points_parse_metrics_and_paper_labels(tmp_path):
-    """Outputs from before the rows: the metrics file's means (see test_runs for the rows)."""
-    path = tmp_path / "figure2.json"
-    path.write_text(json.dumps({"status": "ok", "points": {
-        "SGC {'steps': 4}": 81.9, "closed form (eq. 2) {}": 83.4}}))
-    assert read_sweep_points(tmp_path / "figure2.csv", path) == [
-        {"curve": "SGC", "point": {"steps": 4}, "mean": 81.9},
-        {"curve": "closed form (eq. 2)", "point": {}, "mean": 83.4}]
+def test_sweep_points_parse_paper_labels():
+    """The paper's points of Table 8 (ours come from the rows: test_runs)."""
     sweep = {"table": "table8", "dataset": "citeseer",
              "label": "TWIRLS-base[S={steps},alpha={alpha}]", "curves": {"TWIRLS-base": {}}}
     pts = paper_points("table8", sweep, read_paper())

@@ -1,4 +1,4 @@
-"""Sweep points as data: ours from ``metrics/<sweep>.json``, the paper's from
+"""Sweep points as data: ours from ``results/<sweep>.csv`` (the sweep's rows), the paper's from
 ``paper_numbers.csv`` (Table 8's grid) and ``paper_figures.yaml`` (values the paper states in
 its text for a figure, e.g. Chains: 100% at every length).
 
@@ -8,8 +8,6 @@ empty ``point`` is a level the paper states for every x (drawn as a horizontal l
 
 from __future__ import annotations
 
-import ast
-import json
 import re
 import statistics
 from pathlib import Path
@@ -21,44 +19,31 @@ import yaml
 from twirls.reports.runs import IDENTITY, MEASURED, PER_RUN, read_runs
 
 PAPER_FIGURES = Path(__file__).with_name("paper_figures.yaml")
-POINT_KEY = re.compile(r"^(?P<curve>.*) (?P<point>\{.*\})$")
 
 
-def read_sweep_points(runs: Path, metrics: Path | None = None) -> list[dict[str, Any]]:
-    """Our points of a sweep: from its rows (``results/<sweep>.csv``, :mod:`twirls.reports.runs`)
-    the mean of each curve's runs at each grid point, in the sweep's first metric; a point is
-    the curve's grid values, with ``split`` when the sweep's runs span several splits (a data
-    grid over label ratios). Outputs from before the rows existed: the means of the metrics file
-    (keys ``"<curve> {'steps': 16}"``). [] when neither exists or the sweep had no data."""
-    if runs.exists():
-        rows = read_runs(runs)
-        if not rows:
-            return []
-        metric = rows[0]["metric"]
-        several_splits = len({row["split"] for row in rows}) > 1
-        fixed = set(IDENTITY) | set(PER_RUN) | set(MEASURED)
-        groups: dict[tuple, list[float]] = {}
-        for row in rows:
-            if row["metric"] != metric:
-                continue
-            point = {k: _value(v) for k, v in row.items() if k not in fixed and v != ""}
-            if several_splits:
-                point["split"] = _value(row["split"])
-            key = (row["model"], tuple(point.items()))
-            groups.setdefault(key, []).append(float(row["value"]))
-        return [{"curve": curve, "point": dict(point), "mean": statistics.fmean(values)}
-                for (curve, point), values in groups.items()]
-    if metrics is None or not metrics.exists():
+def read_sweep_points(runs: Path) -> list[dict[str, Any]]:
+    """Our points of a sweep, from its rows (``results/<sweep>.csv``,
+    :mod:`twirls.reports.runs`): the mean of each curve's runs at each grid point, in the
+    sweep's first metric; a point is the curve's grid values, with ``split`` when the sweep's
+    runs span several splits (a data grid over label ratios). [] when the sweep has no rows
+    (not run, or no data)."""
+    rows = read_runs(runs) if runs.exists() else []
+    if not rows:
         return []
-    points = json.loads(metrics.read_text()).get("points") or {}
-    out = []
-    for key, mean in points.items():
-        m = POINT_KEY.match(key)
-        if not m:
-            raise ValueError(f"{metrics}: point {key!r} is not '<curve> {{grid values}}'")
-        out.append({"curve": m["curve"], "point": ast.literal_eval(m["point"]),
-                    "mean": float(mean)})
-    return out
+    metric = rows[0]["metric"]
+    several_splits = len({row["split"] for row in rows}) > 1
+    fixed = set(IDENTITY) | set(PER_RUN) | set(MEASURED)
+    groups: dict[tuple, list[float]] = {}
+    for row in rows:
+        if row["metric"] != metric:
+            continue
+        point = {k: _value(v) for k, v in row.items() if k not in fixed and v != ""}
+        if several_splits:
+            point["split"] = _value(row["split"])
+        key = (row["model"], tuple(point.items()))
+        groups.setdefault(key, []).append(float(row["value"]))
+    return [{"curve": curve, "point": dict(point), "mean": statistics.fmean(values)}
+            for (curve, point), values in groups.items()]
 
 
 def _value(text: str) -> Any:

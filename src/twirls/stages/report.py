@@ -81,8 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics_files["energy"] = [
         Path("metrics/energy") / f"{fig.removeprefix('energy-per-step-')}.json"
         for fig in params.get("figures") or [] if fig.startswith("energy-per-step-")]
-    sweeps = {name: read_sweep_points(Path("results") / f"{name}.csv",
-                                      args.metrics / f"{name}.json") for name in SWEEP_GROUPS}
+    sweeps = {name: read_sweep_points(Path("results") / f"{name}.csv") for name in SWEEP_GROUPS}
     judged = verdicts(read_claims(), Values(results, sweeps), Values(results, {}, "paper_mean"))
     write_index(results, args.reports, figures_present(args.reports, declared_figures),
                 read_explanations(results),

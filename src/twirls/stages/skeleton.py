@@ -69,10 +69,10 @@ class StageOutputs:
         write_runs(self.runs, rows)
 
     def write(self, cells: list[Cell], summary: dict[str, Any],
-              rows: list[dict[str, Any]] | None = None) -> None:
+              rows: list[dict[str, Any]]) -> None:
         """The stage's runs (:meth:`write_runs`), its cells (:meth:`write_cells`), then its
         metrics (:meth:`write_metrics`)."""
-        self.write_runs(rows or [])
+        self.write_runs(rows)
         self.write_cells(cells)
         self.write_metrics(summary)
 
