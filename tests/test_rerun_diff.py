@@ -10,6 +10,7 @@ from twirls.bench.rerun_diff import (
     compare_cells,
     compare_rows,
     compare_tree,
+    current_table,
     status_changes,
     summary,
 )
@@ -110,3 +111,20 @@ def test_status_and_claim_changes_between_two_reports():
                          table.format("partly: holds on cora", "—")) == [
         {"claim": "5", "verdict_before": "holds", "close_calls_before": "texas",
          "verdict_after": "partly: holds on cora", "close_calls_after": "—"}]
+
+
+def test_cells_of_an_older_revision_are_matched_under_todays_table_ids():
+    """Before issue 26 Table 4 was ``attack`` (its clean-graph twin ``attack-clean``), Table 2
+    ``standard-benchmarks``: their cells still meet today's ``table4``, ``table4-clean``, ..."""
+    assert [current_table(t) for t in ("attack", "attack-clean", "truncation-T-prognn-paper",
+                                       "citeseer-alpha-steps-paper-k2", "variant-comparison",
+                                       "table4", "figure2")] == [
+        "table4", "table4-clean", "table9-prognn-paper", "table8-paper-k2", "variants", "table4",
+        "figure2"]
+    old = [{**cell("GCN", [80.0, 81.0]), "table": "attack-clean"}]
+    new = [{**cell("GCN", [80.0, 81.0]), "table": "table4-clean"}]
+    assert [(r["table"], r["moved"]) for r in compare_cells(old, new)] == [("table4-clean", False)]
+    head = "table,dataset,model,metric,mean,std,runs,paper_mean,paper_std,delta,status\n"
+    assert [r["table"] for r in status_changes(
+        head + "standard-benchmarks,cora,GCN,accuracy,80.0,1,10,81.5,,-1.5,differs\n",
+        head + "table2,cora,GCN,accuracy,80.6,1,10,81.5,,-0.9,reproduced\n")] == ["table2"]

@@ -34,6 +34,13 @@ from twirls.reports.results import SCORE_METRICS
 from twirls.reports.runs import IDENTITY, MEASURED, PER_RUN
 
 TOLERANCE = 1e-4  # percentage points: float32 accuracy vs the exact fraction differ by < 1e-5
+#: table ids before each paper table had one name (issue 26): old prefix -> today's; a
+#: ``<old>-<suffix>`` table (``attack-clean``) is ``<today's>-<suffix>`` (``table4-clean``)
+RENAMED_TABLES = {"standard-benchmarks": "table2", "heterophily": "table3",
+                  "geom-gcn-best-val": "table3-best-val", "attack": "table4",
+                  "dataset-statistics": "table5", "citeseer-alpha-steps": "table8",
+                  "truncation-T": "table9", "mlp-layers": "table10", "running-time": "table11",
+                  "cws": "table12", "variant-comparison": "variants"}
 
 
 def committed_text(path: Path, ref: str, repo: Path) -> str | None:
@@ -41,6 +48,14 @@ def committed_text(path: Path, ref: str, repo: Path) -> str | None:
     proc = subprocess.run(["git", "show", f"{ref}:{path.as_posix()}"], cwd=repo,
                           capture_output=True, text=True)
     return proc.stdout if proc.returncode == 0 else None
+
+
+def current_table(table: Any) -> Any:
+    """Today's id of a table named ``table`` in an older revision (:data:`RENAMED_TABLES`)."""
+    for old, new in RENAMED_TABLES.items():
+        if table == old or (isinstance(table, str) and table.startswith(f"{old}-")):
+            return new + table[len(old):]
+    return table
 
 
 def cell_runs(cell: dict[str, Any]) -> list[float]:
@@ -55,7 +70,7 @@ def cell_runs(cell: dict[str, Any]) -> list[float]:
 def compare_cells(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per cell present in both (matched by table, dataset, model, metric)."""
     def key(c: dict[str, Any]) -> tuple:
-        return c.get("table"), c.get("dataset"), c.get("model"), c.get("metric")
+        return current_table(c.get("table")), c.get("dataset"), c.get("model"), c.get("metric")
 
     before = {key(c): c for c in old if isinstance(c, dict)}
     rows = []
@@ -155,6 +170,7 @@ def status_changes(old_csv: str, new_csv: str) -> list[dict[str, Any]]:
     """Cells of two ``results.csv`` texts whose status differs (cells in both)."""
     keys = ["table", "dataset", "model", "metric"]
     old, new = (pd.read_csv(io.StringIO(t)) for t in (old_csv, new_csv))
+    old["table"] = old["table"].map(current_table)
     both = old.merge(new, on=keys, suffixes=("_before", "_after"))
     changed = both[both["status_before"] != both["status_after"]]
     cols = keys + ["mean_before", "mean_after", "paper_mean_after", "status_before",
