@@ -14,7 +14,14 @@ import pytest
 
 from twirls.reports.explanations import read_explanations
 from twirls.reports.figures_index import FIGURES
-from twirls.reports.render import TABLES, cell_text, table_frame, write_index
+from twirls.reports.render import (
+    TABLES,
+    cell_text,
+    runs_line,
+    table_frame,
+    write_index,
+    write_table,
+)
 from twirls.reports.results import (
     COLUMNS,
     Cell,
@@ -322,3 +329,17 @@ def test_sources_section_names_each_tables_params_stages_and_script_from_dvc_yam
     proc = subprocess.run([sys.executable, "-m", "twirls.dag", "sources"], cwd=repo,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr  # docs/sources.md is current
+
+
+def test_each_table_says_how_many_runs_are_behind_its_cells(tmp_path):
+    cells = [Cell("table2", ds, m, "accuracy", 80.0, 1.0, 3 if m == "GCNII" else 10)
+             for ds in ("cora", "citeseer") for m in ("GCN", "GCNII", "SGC")]
+    cells.append(Cell("table2", "pubmed", "GCN", "accuracy", status="no-data", note="missing"))
+    results = build_results(cells, read_paper())
+    assert runs_line(results[results["table"] == "table2"], ["cora", "citeseer"]) == (
+        "Runs per cell: 10; 3 for GCNII (cora, citeseer).")
+    write_table(results, "table2", tmp_path)
+    assert "Runs per cell: 10; 3 for GCNII" in (tmp_path / "table2.md").read_text()
+    stats = build_results([Cell("table5", "cora", "dataset", "nodes", 2708.0, None, 1)],
+                          read_paper())
+    assert runs_line(stats[stats["table"] == "table5"]) == ""  # counts are no runs

@@ -248,6 +248,24 @@ def status_counts(rows: pd.DataFrame) -> dict[str, int]:
     return {s: int(counts[s]) for s in STATUSES if counts.get(s)}
 
 
+def runs_line(rows: pd.DataFrame, datasets: list[str] | None = None) -> str:
+    """How many runs are behind the table's cells: the usual count, then the cells with another
+    (``Runs per cell: 10; 3 for GCNII (cora, citeseer).``, datasets in the order of
+    ``datasets``); empty for a table of single values (counts, Table 5)."""
+    ran = rows[(rows["runs"].fillna(0) > 1) & rows["mean"].notna()]
+    if ran.empty:
+        return ""
+    runs = ran["runs"].astype(int)
+    usual = int(runs.mode().max())
+    others = ran[runs != usual]
+    line = f"Runs per cell: {usual}"
+    for count, group in others.groupby(others["runs"].astype(int), sort=True):
+        cells = ", ".join(f"{model} ({', '.join(in_paper_order(g['dataset'], datasets or []))})"
+                          for model, g in group.groupby("model", sort=False))
+        line += f"; {count} for {cells}"
+    return line + "."
+
+
 def write_table(results: pd.DataFrame, table: str, out_dir: Path,
                 explanations: pd.DataFrame | None = None,
                 paper: pd.DataFrame | None = None) -> dict[str, int]:
@@ -261,8 +279,11 @@ def write_table(results: pd.DataFrame, table: str, out_dir: Path,
     notes = cell_notes(rows, paper_order(paper, table, "dataset"),
                        paper_order(paper, table, "model"))
     counts = status_counts(rows)
+    runs = ("" if table == TIMING_TABLE  # Table 11: epochs timed, in its legend
+            else runs_line(rows, paper_order(paper, table, "dataset")))
     md = (f"# {title}\n\n{legend_line(table)} Status of cells: "
-          + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".\n\n" + to_markdown(wide))
+          + ", ".join(f"{k} {v}" for k, v in counts.items()) + "."
+          + (f" {runs}" if runs else "") + "\n\n" + to_markdown(wide))
     if explanations is not None and len(explanations):
         status = {(r.dataset, r.model): r.status for r in rows.itertuples()}
         ex = explanations[explanations["table"] == table]
