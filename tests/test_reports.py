@@ -343,3 +343,18 @@ def test_each_table_says_how_many_runs_are_behind_its_cells(tmp_path):
     stats = build_results([Cell("table5", "cora", "dataset", "nodes", 2708.0, None, 1)],
                           read_paper())
     assert runs_line(stats[stats["table"] == "table5"]) == ""  # counts are no runs
+
+
+def test_every_table_is_named_after_the_paper_table_it_belongs_to():
+    """One name per paper table: Table N's cells are ``tableN``, our tables laid out like it or
+    rerunning it ``tableN-<what differs>``; the one table of ours that spans several is
+    ``variants``. The paper's title names the same N."""
+    from twirls.reports.render import EXTRA_TABLES
+
+    for table, title in TABLES.items():
+        assert title.startswith(f"Table {table.removeprefix('table')}:"), (table, title)
+    paper_ids = set(read_paper()["table"])
+    assert paper_ids <= set(TABLES)
+    for table in EXTRA_TABLES:
+        base = table.split("-")[0]
+        assert table == "variants" or (base in TABLES and table.startswith(f"{base}-")), table
