@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from twirls.attack import surrogate as sur
 from twirls.attack.io import load_attacked
@@ -157,6 +158,69 @@ def same_logits_then_train(name: str, cfg: dict[str, Any], device: str, *,
     assert all(p.device.type == torch.device(device).type for p in params)
     assert any(not torch.equal(p.detach().cpu(), q) for p, q in zip(params, initial,
                                                                        strict=True))
+
+
+# ----------------------------------------------------------------------------- batched seeds
+BATCHED_CASES = {  # small versions of the configurations train.batch trains (issue 28)
+    "twirls-base": ("twirls", {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2,
+                               "mlp_after": 0, "hidden": 16, "dropout": 0.5}),
+    "mlp": ("mlp", {"hidden": 16, "input_dropout": 0.2}),
+    "sgc": ("sgc", {"dropout": 0.3}),
+    "gcn": ("gcn", {"hidden": 16}),
+    "appnp": ("appnp", {"steps": 4, "hidden": 16}),
+}
+
+
+def batched_same_as_single_then_trains(name: str, cfg: dict[str, Any], device: str, *,
+                                       seeds: tuple[int, ...] = (0, 1, 2),
+                                       epochs: int = 5) -> None:
+    """``K`` seeds of one configuration as one batched model (:mod:`twirls.train.batched`) on
+    ``device``: with each seed's own weights and dropout off (eval mode), the batched logits and
+    the gradients of the summed loss are each single model's on ``device`` to float32
+    precision; then :func:`~twirls.train.batched.run_seeds_batched` trains the seeds there for
+    ``epochs`` epochs (finite losses, scores in [0, 1], one result per seed in order)."""
+    from twirls.train.batched import run_seeds_batched, stack_models
+    from twirls.train.batched.trainer import batch_loss
+    from twirls.train.loop import set_seed
+
+    graph, x, labels, split = small_task()
+    ops = GraphOps.from_graph(graph, device=device)
+    x, labels = x.to(device), labels.to(device)
+    train = split.train.to(device)
+    classes = int(labels.max()) + 1
+
+    def build() -> torch.nn.Module:
+        return build_model(name, cfg, x.shape[1], classes)
+
+    models = []
+    for seed in seeds:
+        set_seed(seed)
+        models.append(build().to(device))
+    net = stack_models(models).eval()
+    logits = net(ops, x)
+    assert logits.device.type == torch.device(device).type
+    batch_loss(logits, labels, train).sum().backward()
+    grads = {n: p.grad for n, p in zip(net.p.names, net.p.params, strict=True)}
+    for k, model in enumerate(models):
+        model.eval()
+        single = model(ops, x)
+        scale = float(single.detach().abs().max().clamp(min=1e-6))
+        torch.testing.assert_close(logits[k].detach(), single.detach(), rtol=1e-4,
+                                   atol=1e-4 * scale, msg=lambda m, k=k: f"{name} seed {k}: {m}")
+        F.cross_entropy(single[train], labels[train]).backward()
+        for pname, param in model.named_parameters():
+            mine = grads[pname][k]
+            torch.testing.assert_close(mine.t() if mine.dim() == 2 and param.dim() == 2
+                                       else mine, param.grad, rtol=1e-4, atol=1e-5,
+                                       msg=lambda m, p=pname, k=k: f"{name} {p} seed {k}: {m}")
+
+    result = run_seeds_batched(build, ops, x, labels, split, TrainConfig(epochs=epochs, lr=0.01),
+                               list(seeds))
+    assert [r.seed for r in result.runs] == list(seeds)
+    for run in result.runs:
+        assert len(run.history) == epochs
+        assert all(math.isfinite(h["loss"]) for h in run.history), run.history
+        assert all(0.0 <= h[k] <= 1.0 for h in run.history for k in ("train", "val", "test"))
 
 
 # ----------------------------------------------------------------------------- Table 12 taggers
@@ -508,6 +572,12 @@ def test_table12_tagger_same_logits_on_cuda_then_trains(label):
 
 
 @gpu_test
+@pytest.mark.parametrize("case", list(BATCHED_CASES))
+def test_batched_seeds_equal_single_seeds_on_cuda_then_train(case):
+    batched_same_as_single_then_trains(*BATCHED_CASES[case], "cuda")
+
+
+@gpu_test
 def test_run_experiment_trains_on_the_gpu_that_auto_picks(monkeypatch):
     run_experiment_on("auto", "cuda", monkeypatch)
 
@@ -562,6 +632,11 @@ def test_table12_tagger_check_runs_on_the_cpu(label):
 def test_table12_taggers_are_those_of_params():
     models = read_all(REPO)["table12"]["models"]
     assert {m["model"] for m in models.values()} == {m for m, _ in CWS_TAGGERS.values()}
+
+
+@pytest.mark.parametrize("case", list(BATCHED_CASES))
+def test_batched_seeds_check_runs_on_the_cpu(case):
+    batched_same_as_single_then_trains(*BATCHED_CASES[case], "cpu")
 
 
 def test_run_experiment_check_runs_on_the_cpu(monkeypatch):

@@ -13,18 +13,22 @@ import pytest
 
 from twirls.bench import gpu_session as gs
 
+from fixtures import write_planetoid
+
 SCALE = "0.01"
 
 
 def test_session_runs_every_step_and_records_it(tmp_path):
-    out = tmp_path / "out"
+    out, raw = tmp_path / "out", tmp_path / "raw"
+    write_planetoid(raw / "cora", "cora", num_features=40, num_unlabelled=300, num_test=200)
+    (raw / "cora" / "FETCH.json").write_text(json.dumps({"dataset": "cora", "status": "ok"}))
     code = gs.main(["--out", str(out), "--device", "cpu", "--quick", "--scale", SCALE,
                     "--only", "table5[pku]", "--budgets", "1", "--data", str(tmp_path / "d"),
-                    "--stage", "table2@nope", "--deadline", "400"])
+                    "--stage", "table2@nope", "--deadline", "400", "--raw", str(raw)])
     record = json.loads((out / gs.RECORD).read_text())
     steps = {s["name"]: s for s in record["steps"]}
     assert code == 1 and list(steps) == list(gs.STEPS)
-    assert [s["status"] for s in steps.values()] == ["ok", "ok", "ok", "failed", "ok"], steps
+    assert [s["status"] for s in steps.values()] == ["ok", "ok", "ok", "failed", "ok", "ok"], steps
     failed = steps["stages"]  # an unknown stage: the step fails, the next ones still run
     assert failed["details"]["stages"]["table2@nope"]["status"] == "failed"
     assert failed["details"]["all_agree"] is False and failed["files"] == ["gpu-stages.json"]
@@ -35,6 +39,9 @@ def test_session_runs_every_step_and_records_it(tmp_path):
         assert tests["details"]["skipped"] > 20 and tests["details"]["skip_reasons"]
     assert json.loads((out / "gpu.json").read_text())["device"]["type"] == "cpu"
     assert steps["dvc"]["details"]["installed"] is False  # DVC is installed here
+    batched = steps["batched"]["details"]  # the generated Cora, both paths
+    assert batched["device"] == "cpu" and [r["seeds"] for r in batched["records"]] == [1, 2]
+    assert all(r["speedup"] > 0 for r in batched["records"])
     rehearsal = steps["rehearsal"]
     assert rehearsal["details"]["ok"] == ["table5[pku]"] and rehearsal["details"]["complete"]
     assert "--deadline" in rehearsal["command"] and rehearsal["limit_seconds"] < 400
@@ -49,7 +56,7 @@ def test_steps_without_time_left_are_recorded_not_run(tmp_path, monkeypatch):
     code = gs.main(["--out", str(tmp_path), "--steps", "bench,rehearsal", "--deadline", "100"])
     steps = json.loads((tmp_path / gs.RECORD).read_text())["steps"]
     assert code == 1 and [s["status"] for s in steps] == [
-        "skipped", "out-of-time", "out-of-time", "skipped", "out-of-time"]
+        "skipped", "out-of-time", "out-of-time", "skipped", "skipped", "out-of-time"]
     assert steps[0]["reason"] == "tests is not in --steps" and steps[1]["command"] == []
 
 
@@ -115,7 +122,8 @@ def test_junit_outcomes(tmp_path):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--steps", "tests,train"], "--steps: train; choose from tests, bench, stages, rehearsal"),
+    (["--steps", "tests,train"],
+     "--steps: train; choose from tests, bench, stages, batched, rehearsal"),
     (["--deadline", "20"], "--deadline 20: give more than 25 seconds")])
 def test_bad_arguments_are_one_line(tmp_path, capsys, argv, message):
     with pytest.raises(SystemExit) as exc:

@@ -3,7 +3,7 @@ against today's path (:func:`twirls.train.loop.run_seeds`, one run per seed in t
 worker processes), written to ``reports/benchmarks/batched-seeds.json``.
 
 ``python -m twirls.bench.batched_seeds [--configs cora-gcn ...] [--seeds 1 10 100]
-[--batch 10] [--out reports/benchmarks/batched-seeds.json]``
+[--batch 10] [--device cpu] [--out reports/benchmarks/batched-seeds.json]``
 
 * The configurations are ``params/table2.yaml`` entries, trained as their stage trains them
   (:func:`twirls.train.experiment.run_inputs`: the same features, model builder, training
@@ -11,6 +11,9 @@ worker processes), written to ``reports/benchmarks/batched-seeds.json``.
   ``jobs`` worker processes as the stages do (``jobs: auto``, one per core,
   :func:`twirls.train.parallel.resolve_jobs`): today's path one run per seed, the batched one
   one batch of ``--batch`` seeds per run.
+* ``--device cuda`` (the GPU session's ``batched`` step): both paths on the GPU, one process
+  each (``jobs`` is 1 on CUDA, as in the stages): today's path one seed after the other, the
+  batched one batches of ``--batch`` seeds (0: all seeds in one batch).
 * Where today's path would take longer than ``--max-today-s`` at a seed count, its seconds per
   seed there are those measured at the largest count below it that ran in full
   (``"extrapolated_from": seeds``; at full occupancy of the workers the seconds per seed do not
@@ -44,11 +47,17 @@ from twirls.data.registry import load_dataset
 from twirls.files import write_json
 from twirls.train.batched import BatchConfig, run_seeds_batched, train_batch
 from twirls.train.cpu import configure_cpu
+from twirls.train.device import pick_device
 from twirls.train.experiment import run_inputs
 from twirls.train.loop import SeedsResult, run_seeds
 from twirls.train.parallel import available_cores, resolve_jobs
 
 CONFIGS = ["cora-twirls-base-k2", "citeseer-twirls-base-k2", "cora-gcn", "cora-appnp"]
+
+
+def device_name(device: torch.device) -> str:
+    """``cpu``, or the GPU's name (``cuda: NVIDIA H100 80GB HBM3``)."""
+    return "cpu" if device.type == "cpu" else f"cuda: {torch.cuda.get_device_name(device)}"
 
 
 def load() -> list[float]:
@@ -75,10 +84,11 @@ def profile_batch(inp: Any, data: Any, split: Any, batch: int, epochs: int) -> l
              "calls_per_epoch": round(e.count / epochs, 1)} for e in rows[:15]]
 
 
-def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, Any]) -> None:
+def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, Any],
+                 device: torch.device) -> None:
     exp = train_entry(yaml.safe_load((args.params / "table2.yaml").read_text())["table2"][name])
     data = load_dataset(exp["dataset"], args.raw)
-    inp = run_inputs(exp, data, torch.device("cpu"), progress=False)
+    inp = run_inputs(exp, data, device, progress=False)
     split = data.splits[inp.splits[0]]
     batch = BatchConfig(batch=args.batch)
     warm = replace(inp.cfg, epochs=2)  # one-time costs (imports, caches) out of the timings
@@ -107,7 +117,7 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
         record["batched"] = scores(res, time.perf_counter() - start)
         record["speedup"] = round(record["today"]["seconds_per_seed"]
                                   / record["batched"]["seconds_per_seed"], 2)
-        if args.profile and count == max(args.seeds):
+        if args.profile and count == max(args.seeds) and device.type == "cpu":
             record["batched_profile"] = profile_batch(inp, data, split,
                                                       min(args.batch or count, count),
                                                       args.profile_epochs)
@@ -128,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seeds per batch of the batched path (0: all in one)")
     parser.add_argument("--max-today-s", type=float, default=180.0,
                         help="extrapolate today's path above this many seconds")
-    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--device", default="cpu",
+                        help="cpu, cuda or auto (twirls.train.device.pick_device)")
+    parser.add_argument("--profile", action="store_true", help="on the CPU only")
     parser.add_argument("--profile-epochs", type=int, default=20)
     parser.add_argument("--params", type=Path, default=Path("params"))
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))
@@ -137,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.batch = args.batch or None
     configure_cpu(1)  # params.yaml `threads: 1`, as every stage
-    jobs = resolve_jobs("auto", torch.device("cpu"))
+    device = pick_device(args.device, who="batched_seeds")
+    jobs = resolve_jobs("auto", device)
     old = json.loads(args.out.read_text()) if args.out.is_file() else {}
     out: dict[str, Any] = {
         "description": "seconds per seed (wall time of all seeds / seeds) of one configuration's "
@@ -147,13 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python -m twirls.bench.batched_seeds " + " ".join(sys.argv[1:]
                                                                       if argv is None else argv),
         "commit": head_commit(Path.cwd()), "cores": available_cores(), **machine(),
-        "torch": torch.__version__, "threads": 1,
+        "torch": torch.__version__, "threads": 1, "device": device_name(device),
         "shared_machine": "timed while other processes (a long dvc repro) used the same cores: "
                           "see load_start/load_end and reference_s of each record",
         "records": old.get("records", []),
     }
     for name in args.configs:
-        bench_config(name, args, jobs, out)
+        bench_config(name, args, jobs, out, device)
     return 0
 
 

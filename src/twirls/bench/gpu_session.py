@@ -3,7 +3,7 @@ rehearsal, within one time budget.
 
     PYTHONPATH=src python3 -m twirls.bench.gpu_session --out DIR [--deadline 420]
         [--wheels .wheels] [--data /tmp/twirls-rehearsal-data]
-        [--steps tests,bench,stages,rehearsal]
+        [--steps tests,bench,stages,batched,rehearsal]
 
 The developers' GPU machines are lent for a few minutes per session, one command at a time, with
 their own Python stack (no DGL, no DVC, no internet; ``docs/gpu-session.md``). This runs every
@@ -22,15 +22,18 @@ process whose time limit is what is left of ``--deadline`` (at most its own cap)
 4. ``stages``: ``python -m twirls.bench.gpu_stages``: a few real stages (Tables 2 and 3) on the
    fetched data in ``data/raw``, their scores beside the committed CPU ones and the speed-up
    per run: ``DIR/gpu-stages.json``;
-5. ``rehearsal``: ``python -m twirls.rehearsal.run --deadline <what is left>`` on the full-size
+5. ``batched``: ``python -m twirls.bench.batched_seeds --device cuda``: seconds per seed of 1,
+   10 and 100 seeds of TWIRLS-base and GCN on Cora, one seed after the other against all seeds
+   in one batched model (issue 28): ``DIR/batched-seeds-gpu.json``;
+6. ``rehearsal``: ``python -m twirls.rehearsal.run --deadline <what is left>`` on the full-size
    generated files, the stages in :data:`PRIORITY` order (the ogbn-arxiv stages first: on a
    CPU they take days): ``DIR/rehearsal-gpu.json``.
 
 A step that fails or runs out of time does not stop the next one. After every step
 ``DIR/gpu-session.json`` (the machine, and per step its command, status, seconds, limit, exit
 status, output tail and files) is rewritten atomically, and ``DIR/gpu-session.log`` holds every
-step's whole output, so a call cut off at its limit still brings back what finished. Seven
-files in all (a device call brings back at most eight). Exit status 0 when every step that ran
+step's whole output, so a call cut off at its limit still brings back what finished. Eight
+files in all (what a device call brings back at most). Exit status 0 when every step that ran
 succeeded.
 
 ``--device cpu --quick --scale 0.01`` runs the same steps on a machine without a GPU (the CUDA
@@ -59,10 +62,11 @@ from twirls.rehearsal.run import child_env as stage_env
 from twirls.rehearsal.run import machine_info, read_json, report_head
 
 REPO = Path(__file__).resolve().parents[3]
-STEPS = ("tests", "bench", "dvc", "stages", "rehearsal")
-CHOSEN = ("tests", "bench", "stages", "rehearsal")  # what --steps names (dvc: as they need)
+STEPS = ("tests", "bench", "dvc", "stages", "batched", "rehearsal")
+CHOSEN = ("tests", "bench", "stages", "batched", "rehearsal")  # --steps (dvc: as they need)
 #: each step's own cap in seconds (the deadline's rest bounds it too)
-CAPS = {"tests": 240.0, "bench": 240.0, "dvc": 120.0, "stages": 200.0, "rehearsal": math.inf}
+CAPS = {"tests": 240.0, "bench": 240.0, "dvc": 120.0, "stages": 200.0, "batched": 150.0,
+        "rehearsal": math.inf}
 RESERVE_SECONDS = 10.0  # kept back from the deadline to write the record
 MIN_STEP_SECONDS = 15.0  # a step with less time left is recorded as out of time
 MIN_DEADLINE = RESERVE_SECONDS + MIN_STEP_SECONDS
@@ -71,7 +75,12 @@ PRIORITY = ("table2@ogbn-arxiv-", "figure3[TWIRLS", "figure3[IGNN", "figure3[GCN
             "figure3[SGC", "figure3[GAT", "table12", "table2@pubmed-", "table10@", "table11",
             "table5[")
 FILES = {"tests": ("gpu-tests.json", "gpu-tests.xml"), "bench": ("gpu.json",), "dvc": (),
-         "stages": ("gpu-stages.json",), "rehearsal": ("rehearsal-gpu.json",)}
+         "stages": ("gpu-stages.json",), "batched": ("batched-seeds-gpu.json",),
+         "rehearsal": ("rehearsal-gpu.json",)}
+#: the batched step's configurations and seed counts (--quick: a smoke test of the step)
+BATCHED_ARGS = ["--configs", "cora-twirls-base-k2", "cora-gcn", "--seeds", "1", "10", "100",
+                "--max-today-s", "30"]
+BATCHED_QUICK = ["--configs", "cora-gcn", "--seeds", "1", "2"]
 RECORD, LOG = "gpu-session.json", "gpu-session.log"
 
 
@@ -219,13 +228,17 @@ def commands(args: argparse.Namespace, out: Path) -> dict[str, list[str]]:
              "--out", str(out / "gpu.json"), *(["--quick"] if args.quick else [])]
     stages = [py, "-m", "twirls.bench.gpu_stages", "--out", str(out / "gpu-stages.json"),
               "--skip-done", *[a for s in args.stage for a in ("--stage", s)]]
+    batched = [py, "-m", "twirls.bench.batched_seeds", "--device", args.device, "--batch", "0",
+               "--raw", str(args.raw), "--out", str(out / "batched-seeds-gpu.json"),
+               *(BATCHED_QUICK if args.quick else BATCHED_ARGS)]
     only = args.only or list(PRIORITY)
     rehearsal = [py, "-m", "twirls.rehearsal.run", "--repo", str(REPO),
                  "--data", str(args.data), "--out", str(out / "rehearsal-gpu.json"),
                  "--scale", str(args.scale), "--budgets", args.budgets,
                  "--max-epoch-seconds", str(args.max_epoch_seconds), "--skip-done",
                  *[a for s in only for a in ("--only", s)]]
-    return {"tests": tests, "bench": bench, "stages": stages, "rehearsal": rehearsal}
+    return {"tests": tests, "bench": bench, "stages": stages, "batched": batched,
+            "rehearsal": rehearsal}
 
 
 def step_env(name: str, env: dict[str, str], out: Path) -> dict[str, str]:
@@ -277,6 +290,8 @@ def run_session(args: argparse.Namespace) -> dict[str, Any]:
             step.details = junit_outcomes(out / "gpu-tests.xml")
         if name == "stages" and "gpu-stages.json" in step.files:
             step.details = stages_summary(out / "gpu-stages.json")
+        if name == "batched" and "batched-seeds-gpu.json" in step.files:
+            step.details = batched_summary(out / "batched-seeds-gpu.json")
         if name == "rehearsal" and "rehearsal-gpu.json" in step.files:
             step.details = rehearsal_summary(out / "rehearsal-gpu.json")
             step.reason = step.reason or late_reason(step.details)
@@ -332,6 +347,19 @@ def stages_summary(path: Path) -> dict[str, Any]:
             "stages": {s["stage"]: {k: s.get(k) for k in keys} for s in report["stages"]}}
 
 
+def batched_summary(path: Path) -> dict[str, Any]:
+    """Per configuration and seed count: seconds per seed of both paths and the speed-up
+    (``batched-seeds-gpu.json``)."""
+    report = read_json(path)
+    if report is None:
+        return {"error": f"{path.name} is missing or not JSON"}
+    return {"device": report.get("device"), "records": [
+        {"config": r["config"], "seeds": r["seeds"], "speedup": r.get("speedup"),
+         "today_s_per_seed": r["today"]["seconds_per_seed"],
+         "batched_s_per_seed": r["batched"]["seconds_per_seed"]}
+        for r in report.get("records", [])]}
+
+
 def late_reason(summary: dict[str, Any]) -> str:
     """What a rehearsal that ran out of time left out, in a few words (else ``""``)."""
     late = summary.get("out_of_time") or []
@@ -342,7 +370,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m twirls.bench.gpu_session",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="folder for the seven files")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the eight files")
     parser.add_argument("--deadline", type=float, default=420.0,
                         help="seconds for everything (default 420: 7 minutes, leaving a borrowed "
                              "machine time for a second call)")
@@ -354,7 +382,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         default=Path(tempfile.gettempdir()) / "twirls-rehearsal-data",
                         help="the rehearsal's generated files (reused when there)")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
-                        help="the benchmark's device (cpu: a smoke test of this module)")
+                        help="the benchmarks' device (cpu: a smoke test of this module)")
+    parser.add_argument("--raw", type=Path, default=REPO / "data" / "raw",
+                        help="the fetched datasets (the batched step reads Cora there)")
     parser.add_argument("--quick", action="store_true", help="the benchmark's --quick")
     parser.add_argument("--scale", type=float, default=1.0, help="the rehearsal's --scale")
     parser.add_argument("--budgets", default="1,5",
