@@ -55,6 +55,17 @@ TWIRLS_K2 = {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2, "hidden": 16
              "dropout": 0.5, "input_dropout": 0.3}
 CONFIGS = {  # name -> (model, model_cfg, also on sparse CSR features)
     "twirls-base-k2": ("twirls", TWIRLS_K2, True),
+    # attention in the middle (Table 4's TWIRLS), before and in the middle (Table 3's), at
+    # every step; the reference variant's attention weights the self-loops too
+    "twirls-attention": ("twirls", {**TWIRLS_K2, "steps": 5, "attention": {
+        "p": 0.1, "tau": 0.2, "T": 2.0}}, True),
+    "twirls-attention-before-reference": ("twirls", {
+        "variant": "reference", "steps": 4, "lam": 1.0, "alpha": 0.5, "mlp_before": 1,
+        "input_dropout": 0.3, "attention": {"p": 0.5, "tau": 0.1, "T": 20.0,
+                                            "placement": "before+middle"}}, True),
+    "twirls-attention-every-normalized": ("twirls", {
+        "steps": 3, "lam": 1.0, "alpha": 0.3, "mlp_before": 2, "hidden": 8, "dropout": 0.5,
+        "normalized": True, "attention": {"p": 1.0, "tau": 0.5, "placement": "every"}}, False),
     "twirls-reference": ("twirls", {"variant": "reference", "steps": 3, "lam": 0.8,
                                     "alpha": 0.7, "mlp_before": 1, "input_dropout": 0.5}, True),
     "twirls-star-normalized": ("twirls", {"steps": 3, "lam": 2.0, "alpha": "auto",
@@ -322,8 +333,8 @@ def test_first_model_and_unsupported_models():
     assert res.first_model is not None
     for name, value in model.state_dict().items():
         torch.testing.assert_close(res.first_model[name], value, rtol=RTOL, atol=ATOL)
-    attention = {**TWIRLS_K2, "attention": {"p": 0.5, "tau": 0.1, "T": 20.0}}
-    with pytest.raises(NotImplementedError, match="attention"):
+    attention = {**TWIRLS_K2, "prox_relu": True, "attention": {"p": 0.5, "tau": 0.1, "T": 20.0}}
+    with pytest.raises(NotImplementedError, match="attention and prox_relu"):
         train_batch(lambda: build_model("twirls", attention, x.shape[1], 3), ops, x, labels,
                     split, cfg, [0])
     with pytest.raises(NotImplementedError, match="GAT is not supported"):
@@ -363,3 +374,32 @@ def test_thirty_seeds_on_cora_match_todays_runs(cora):
           f"{statistics.fmean(mine):.4f} ± {statistics.stdev(mine):.4f}, diff {diff:.4f}, "
           f"se {se:.4f}")
     assert abs(diff) < 2 * se
+
+
+def test_attacked_twirls_trains_in_batches_with_train_batch():
+    """Table 4's TWIRLS (attention) with ``train.batch: 2``: the attacked stages' runs of 3
+    seeds are 2 batches (2 + 1 seeds) whose results, flattened in pool order, are the seeds in
+    order and what train_batch gives for them; a model the batched trainer lacks runs one seed
+    per run."""
+    from twirls.train.attacked import entry_runs
+    from twirls.train.experiment import run_inputs
+    from twirls.train.parallel import run_all
+
+    from fixtures import toy_data
+
+    data = toy_data()
+    data.splits = {"attack": data.splits["a"]}
+    cfg = {**TWIRLS_K2, "attention": {"p": 0.1, "tau": 0.2, "T": 2.0}}
+    exp = {"dataset": "toy", "model": "twirls", "model_cfg": cfg, "seeds": 3, "split": "attack",
+           "train_cfg": {"epochs": 6, "lr": 0.05}}
+    runs = entry_runs(exp, data, torch.device("cpu"), batch=2)
+    assert len(runs) == 2
+    out = run_all(runs, jobs=2)
+    flat = [r for part in out for r in part]
+    assert [r.seed for r in flat] == [0, 1, 2]
+    inp = run_inputs(exp, data, torch.device("cpu"), progress=False)
+    alone = train_batch(inp.build, inp.ops, inp.x, data.labels, data.splits["attack"], inp.cfg,
+                        [2])
+    assert (flat[2].best_epoch, flat[2].test) == (alone[0].best_epoch, alone[0].test)
+    gat = {**exp, "model": "gat", "model_cfg": {}}
+    assert len(entry_runs(gat, data, torch.device("cpu"), batch=2)) == 3  # one seed a run

@@ -189,9 +189,17 @@ def propagate(ops: GraphOps, f: Tensor, spec: PropagationSpec) -> Tensor:
     """
     if spec.prox_relu or spec.steps == 0:
         return deque(iterates(ops, f, spec), maxlen=1)[0]
-    matrix, c = _step_terms(ops, f, spec, None)
-    y, done = f, 0
-    for end in [*sorted(_attention_positions(spec)), spec.steps]:
+    return propagate_from(ops, f, f, 0, spec)
+
+
+def propagate_from(ops: GraphOps, f: Tensor, y: Tensor, done: int,
+                   spec: PropagationSpec) -> Tensor:
+    """``Y⁽ˢ⁾`` from ``Y⁽ᵈᵒⁿᵉ⁾ = y`` (``f = Y⁽⁰⁾``): the steps ``done + 1 … S`` of
+    :func:`propagate` (without ``prox_relu``); ``done = 0``, ``y = f`` is all of it. When
+    ``done`` is an attention position its layer re-weights the graph first."""
+    positions = [k for k in sorted(_attention_positions(spec)) if k >= done]
+    matrix, c = (None, None) if positions[:1] == [done] else _step_terms(ops, f, spec, None)
+    for end in [*positions, spec.steps]:
         if end > done:
             y = _Steps.apply(matrix.values, c, y, matrix, end - done)
         if end < spec.steps:  # eq. 20: γ from the current embeddings, then eq. 21 steps

@@ -11,6 +11,7 @@ and fuller rounds), each run the same seeded computation as alone, so its score 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -28,7 +29,13 @@ from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.reports.results import Cell
 from twirls.train.device import stage_device
-from twirls.train.experiment import cells_for, check_model, experiment_runs, rows_for
+from twirls.train.experiment import (
+    batched_runs,
+    cells_for,
+    check_model,
+    experiment_runs,
+    rows_for,
+)
 from twirls.train.loop import RunResult, SeedsResult
 from twirls.train.parallel import resolve_jobs, run_all
 
@@ -76,12 +83,20 @@ def with_attention(exp: dict[str, Any], attention: dict[str, Any]) -> dict[str, 
     return {**exp, "model_cfg": cfg, "split": "attack"}
 
 
-def entry_runs(exp: dict[str, Any], data: GraphData, device: torch.device
-               ) -> list[Callable[[], RunResult]]:
-    """The seeded runs of one entry: a defense's fits or TWIRLS's training runs."""
+def entry_runs(exp: dict[str, Any], data: GraphData, device: torch.device, batch: int = 1
+               ) -> list[Callable[[], RunResult | list[RunResult]]]:
+    """The seeded runs of one entry: a defense's fits or TWIRLS's training runs; with
+    ``batch`` (``train.batch``) above 1, TWIRLS's seeds ``batch`` at a time as one batched model
+    (:func:`twirls.train.experiment.batched_runs`), each returning its seeds' results."""
     seeds = int(exp["seeds"])
     if "defense" in exp:
         return [partial(defense_run, exp, data, seed, device) for seed in range(seeds)]
+    if batch > 1:
+        runs = batched_runs(exp, data, seeds, device, batch)
+        if not isinstance(runs, str):
+            return runs
+        print(f"train.batch: {exp['model']} on {data.name} trains one seed per run ({runs})",
+              file=sys.stderr)
     return experiment_runs(exp, data, seeds, device, progress=False)
 
 
@@ -97,6 +112,7 @@ def run_attacked(stage: str, entries: dict[str, dict[str, Any]], params: dict[st
             check_model(e, stage)
     device = stage_device(params["device"], who=stage)
     jobs = resolve_jobs(params["jobs"], device)
+    batch = int(params.get("train", {}).get("batch", 1))
 
     graphs: dict[str, GraphData | str] = {}  # graph -> data, or the reason it is unavailable
     planned: dict[str, list[Callable[[], RunResult]]] = {}
@@ -108,15 +124,17 @@ def run_attacked(stage: str, entries: dict[str, dict[str, Any]], params: dict[st
             except DatasetUnavailable as exc:
                 graphs[exp["graph"]] = str(exc)
         data = graphs[exp["graph"]]
-        planned[key] = [] if isinstance(data, str) else entry_runs(exp, data, device)
-    results = iter(run_all([r for runs in planned.values() for r in runs], jobs, desc="runs",
-                           progress=True))
+        planned[key] = [] if isinstance(data, str) else entry_runs(exp, data, device, batch)
+    results = iter([r for out in run_all([r for runs in planned.values() for r in runs], jobs,
+                                         desc="runs", progress=True)
+                    for r in (out if isinstance(out, list) else [out])])
 
     cells, metrics, rows = [], {}, []
     for key, exp in entries.items():
         data = graphs[exp["graph"]]
         reason = data if isinstance(data, str) else ""
-        result = None if reason else SeedsResult([next(results) for _ in planned[key]])
+        runs = int(exp["seeds"])
+        result = None if reason else SeedsResult([next(results) for _ in range(runs)])
         if result is not None:
             print(f"{stage} {key}: {result}".replace(" :", ":"))
         note = f"graph: {exp['graph']}" + (f"; {exp['note']}" if exp.get("note") else "")

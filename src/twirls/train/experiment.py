@@ -176,6 +176,23 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
     return SeedsResult(results)
 
 
+def batched_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
+                 batch: int) -> list[Callable[[], list[RunResult]]] | str:
+    """:func:`experiment_runs` as batches of ``batch`` seeds of each split, in the same order
+    (:func:`twirls.train.batched.batch_runs`), not yet started; or why the model cannot train
+    that way (:func:`not_batchable`)."""
+    from twirls.train.batched import BatchConfig, batch_runs
+
+    inp = run_inputs(exp, data, device, progress=False)
+    why = not_batchable(inp, data.labels)
+    if why:
+        return why
+    return [run for i, split in enumerate(inp.splits)
+            for run in batch_runs(inp.build, inp.ops, inp.x, data.labels, data.splits[split],
+                                  inp.cfg, [1000 * i + s for s in range(seeds)],
+                                  BatchConfig(batch=batch))]
+
+
 def _batched(inp: RunInputs, data: GraphData, seeds: int, batch: int, jobs: int,
              keep_first_model: bool, progress: bool) -> SeedsResult:
     """:func:`run_experiment`'s runs as batches of ``batch`` seeds, split by split (split ``i``

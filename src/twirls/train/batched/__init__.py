@@ -8,9 +8,10 @@ from twirls.train.batched.models import BATCHED, Batched, stack_models
 from twirls.train.batched.trainer import (
     BatchConfig,
     Selection,
+    batch_runs,
     run_seeds_batched,
     train_batch,
 )
 
-__all__ = ["BATCHED", "BatchConfig", "Batched", "Masks", "Selection", "Stacked",
+__all__ = ["BATCHED", "BatchConfig", "Batched", "Masks", "Selection", "Stacked", "batch_runs",
            "run_seeds_batched", "stack_models", "train_batch"]

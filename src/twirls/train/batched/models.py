@@ -13,17 +13,23 @@ the seeds stacked:
   ``Y ← c + M Y`` on ``[Y_1 … Y_K]`` (``n × K·C``): one sparse product a step for all seeds
   (:func:`twirls.models.propagation.propagate` itself, columns never mix without attention).
   TWIRLS* (``mlp_before = 0``): the cached propagation of ``X``, shared.
+* TWIRLS with attention: the steps before the first attention layer as TWIRLS-base's; from
+  there each seed re-weights its own graph (eq. 20), so the seeds' states are stacked as the
+  rows of one graph made of ``K`` disjoint copies of the dataset's (:func:`copies`): one
+  sparse product a step for all seeds still, and every attention weight, degree and step of
+  seed ``k`` is that of its own copy (:func:`twirls.models.propagation.propagate_from`).
 * MLP: the stacked layers. SGC: the cached ``Â^K X``, shared, then ``X [W_1 … W_K]``.
 * GCN: ``Â (H W_k)`` per layer, one sparse product over all seeds.
 * APPNP: the MLP, then ``Z ← (1-a) Â Z + a H`` on ``[Z_1 … Z_K]``.
 
-Not batched (a ``NotImplementedError`` names the reason): attention (its edge weights differ per
-seed), ``norm`` layers, learned node inputs (``embedding``), other models.
+Not batched (a ``NotImplementedError`` names the reason): attention with ``prox_relu``,
+``norm`` layers, learned node inputs (``embedding``), other models.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import torch
 from torch import Tensor, nn
@@ -33,7 +39,7 @@ from twirls.models.baselines.appnp import _scaled
 from twirls.models.baselines.sgc import sgc_features
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import FeedForward, is_sparse
-from twirls.models.propagation import propagate
+from twirls.models.propagation import PropagationSpec, propagate, propagate_from
 from twirls.models.twirls import TWIRLS
 from twirls.train.batched.layers import (
     Masks,
@@ -91,15 +97,16 @@ def _no_norms(*ffs: FeedForward) -> None:
 
 
 class BatchedTWIRLS(Batched):
-    """TWIRLS-base / TWIRLS* (any variant, ``normalized``, ``prox_relu``), without attention."""
+    """TWIRLS-base / TWIRLS* (any variant, ``normalized``, ``prox_relu``) and TWIRLS with
+    attention (any placement; not with ``prox_relu``)."""
 
     def __init__(self, models: Sequence[TWIRLS]) -> None:
         m = models[0]
         if m.embedding is not None:
             raise NotImplementedError("batched training: TWIRLS with embedding is not supported")
-        if m.propagation.spec.has_attention:
-            raise NotImplementedError("batched training: TWIRLS with attention is not supported "
-                                      "(its edge weights differ per seed)")
+        if m.propagation.spec.has_attention and m.propagation.spec.prox_relu:
+            raise NotImplementedError("batched training: TWIRLS with attention and prox_relu "
+                                      "is not supported")
         _no_norms(m.mlp_before, m.mlp_after)
         super().__init__(models)
 
@@ -112,8 +119,41 @@ class BatchedTWIRLS(Batched):
             h = self.feed_forward("mlp_before", m.mlp_before, dropout(x, m.input_dropout, masks),
                                   masks)
             h = as_batch(_dense(h), self.num)
-            y = from_wide(propagate(ops, to_wide(h), spec), self.num)
+            y = (attention_propagate(ops, h, spec) if spec.has_attention
+                 else from_wide(propagate(ops, to_wide(h), spec), self.num))
         return as_batch(self.feed_forward("mlp_after", m.mlp_after, y, masks), self.num)
+
+
+def attention_propagate(ops: GraphOps, h: Tensor, spec: PropagationSpec) -> Tensor:
+    """:func:`~twirls.models.propagation.propagate` with attention for every seed of
+    ``h`` ``(K, n, C)``: the steps before the first attention layer on ``[h_1 … h_K]`` (one
+    operator for all seeds), the rest on the ``K`` disjoint copies of the graph (:func:`copies`),
+    seed ``k``'s state the rows of copy ``k``."""
+    num, n, width = h.shape
+    first = min(spec.attention.positions(spec.steps), default=spec.steps)
+    y = h
+    if first:
+        y = from_wide(propagate(ops, to_wide(h), replace(spec, steps=first, attention=None)),
+                      num)
+    if first == spec.steps:
+        return y
+    union = copies(ops, num)
+    out = propagate_from(union, h.reshape(num * n, width), y.reshape(num * n, width), first,
+                         spec)
+    return out.view(num, n, width)
+
+
+def copies(ops: GraphOps, num: int) -> GraphOps:
+    """The graph of ``num`` disjoint copies of ``ops``'s (copy ``k``: nodes ``k n … k n + n -
+    1``), built once and cached in ``ops``."""
+
+    def build() -> GraphOps:
+        shift = (torch.arange(num, device=ops.src.device) * ops.n).repeat_interleave(
+            ops.src.numel())
+        src, dst = ops.src.repeat(num) + shift, ops.dst.repeat(num) + shift
+        return GraphOps(src.cpu(), dst.cpu(), num * ops.n, device=ops.device, dtype=ops.dtype)
+
+    return ops.cached(("copies", num), build)
 
 
 class BatchedMLP(Batched):

@@ -188,6 +188,18 @@ def train_batch(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor |
     return results, [net.seed_state(k) if w is None else w for k, w in enumerate(kept)]
 
 
+def batch_runs(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor | None,
+               labels: Tensor, split: Split, cfg: TrainConfig, seeds: Sequence[int],
+               batch: BatchConfig | None = None) -> list[Callable[[], list[RunResult]]]:
+    """The batches of ``batch.batch`` seeds of ``seeds`` (in order), each a :func:`train_batch`
+    not yet started."""
+    batch = batch or BatchConfig()
+    seeds = list(seeds)
+    size = batch.batch or max(len(seeds), 1)
+    return [partial(train_batch, build_model, ops, x, labels, split, cfg, seeds[i:i + size],
+                    batch.masks) for i in range(0, len(seeds), size)]
+
+
 def run_seeds_batched(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor | None,
                       labels: Tensor, split: Split, cfg: TrainConfig, seeds: Sequence[int],
                       batch: BatchConfig | None = None, jobs: int = 1,
@@ -196,13 +208,8 @@ def run_seeds_batched(build_model: Callable[[], nn.Module], ops: GraphOps, x: Te
     (:func:`train_batch`), the batches in ``jobs`` worker processes; one :class:`SeedsResult`
     over all seeds, in order. ``keep_first_model``: also the first seed's weights after its last
     epoch (``SeedsResult.first_model``)."""
-    batch = batch or BatchConfig()
-    seeds = list(seeds)
-    size = batch.batch or max(len(seeds), 1)
-    chunks = [seeds[i:i + size] for i in range(0, len(seeds), size)]
-    runs: list[Callable[[], Any]] = [
-        partial(train_batch, build_model, ops, x, labels, split, cfg, chunk, batch.masks)
-        for chunk in chunks]
+    runs: list[Callable[[], Any]] = batch_runs(build_model, ops, x, labels, split, cfg, seeds,
+                                               batch)
     if keep_first_model and runs:
         runs[0] = partial(runs[0], keep_models=True)
     results = run_all(runs, jobs, desc="batches", progress=cfg.progress)
