@@ -5,7 +5,9 @@ worker processes), written to ``reports/benchmarks/batched-seeds.json``.
 ``python -m twirls.bench.batched_seeds [--configs cora-gcn ...] [--seeds 1 10 100]
 [--batch 10] [--device cpu] [--out reports/benchmarks/batched-seeds.json]``
 
-* The configurations are ``params/table2.yaml`` entries, trained as their stage trains them
+* The configurations are ``params/table2.yaml`` entries, or ``table4-twirls:<dataset>`` (Table
+  4's TWIRLS, with ``params.yaml``'s attention, on the attack stage's graph in ``--attacked``),
+  trained as their stage trains them
   (:func:`twirls.train.experiment.run_inputs`: the same features, model builder, training
   config and split; one torch thread and flushed denormals, as ``threads: 1``); both paths use
   ``jobs`` worker processes as the stages do (``jobs: auto``, one per core,
@@ -42,9 +44,11 @@ import yaml
 
 from twirls.bench.calibrate import reference_seconds
 from twirls.bench.pipeline import head_commit, machine
-from twirls.config.entries import train_entry
+from twirls.config.entries import table4_entry, train_entry
+from twirls.data.graph import GraphData
 from twirls.data.registry import load_dataset
 from twirls.files import write_json
+from twirls.train.attacked import attacked_graph, with_attention
 from twirls.train.batched import BatchConfig, run_seeds_batched, train_batch
 from twirls.train.cpu import configure_cpu
 from twirls.train.device import pick_device
@@ -52,7 +56,9 @@ from twirls.train.experiment import run_inputs
 from twirls.train.loop import SeedsResult, run_seeds
 from twirls.train.parallel import available_cores, resolve_jobs
 
-CONFIGS = ["cora-twirls-base-k2", "citeseer-twirls-base-k2", "cora-gcn", "cora-appnp"]
+CONFIGS = ["cora-twirls-base-k2", "citeseer-twirls-base-k2", "table4-twirls:nettack-cora",
+           "cora-gcn", "cora-appnp"]
+ATTACKED = "table4-twirls:"  # a configuration on an attacked graph: ATTACKED + dataset
 
 
 def device_name(device: torch.device) -> str:
@@ -84,10 +90,23 @@ def profile_batch(inp: Any, data: Any, split: Any, batch: int, epochs: int) -> l
              "calls_per_epoch": round(e.count / epochs, 1)} for e in rows[:15]]
 
 
+def config_inputs(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], GraphData]:
+    """The experiment and data of configuration ``name`` (see module doc), as its stage has
+    them."""
+    if name.startswith(ATTACKED):
+        dataset = name.removeprefix(ATTACKED)
+        t4 = yaml.safe_load((args.params / "table4.yaml").read_text())["table4"]
+        attention = yaml.safe_load((args.params.parent / "params.yaml").read_text())["attention"]
+        exp = with_attention(table4_entry(t4, dataset, "fast", "twirls"), attention)
+        return exp, attacked_graph(load_dataset(dataset, args.raw), "fast", args.raw,
+                                   args.attacked)
+    exp = train_entry(yaml.safe_load((args.params / "table2.yaml").read_text())["table2"][name])
+    return exp, load_dataset(exp["dataset"], args.raw)
+
+
 def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, Any],
                  device: torch.device) -> None:
-    exp = train_entry(yaml.safe_load((args.params / "table2.yaml").read_text())["table2"][name])
-    data = load_dataset(exp["dataset"], args.raw)
+    exp, data = config_inputs(name, args)
     inp = run_inputs(exp, data, device, progress=False)
     split = data.splits[inp.splits[0]]
     batch = BatchConfig(batch=args.batch)
@@ -98,6 +117,7 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
     for count in args.seeds:
         seeds = list(range(count))
         record: dict[str, Any] = {"config": name, "dataset": exp["dataset"],
+                                  "graph": exp.get("graph", "clean"),
                                   "model": exp["model"], "epochs": inp.cfg.epochs,
                                   "seeds": count, "jobs": jobs, "batch": args.batch,
                                   "reference_s": reference_seconds(), "load_start": load()}
@@ -132,7 +152,8 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", nargs="+", default=CONFIGS,
-                        help="params/table2.yaml entries (default: %(default)s)")
+                        help="params/table2.yaml entries or table4-twirls:<dataset> "
+                             "(default: %(default)s)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 10, 100])
     parser.add_argument("--batch", type=int, default=10,
                         help="seeds per batch of the batched path (0: all in one)")
@@ -144,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-epochs", type=int, default=20)
     parser.add_argument("--params", type=Path, default=Path("params"))
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))
+    parser.add_argument("--attacked", type=Path, default=Path("data/attacked"))
     parser.add_argument("--out", type=Path,
                         default=Path("reports/benchmarks/batched-seeds.json"))
     args = parser.parse_args(argv)
