@@ -100,7 +100,6 @@ def _text(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-
 #: metrics whose cell is the median of its rows (Table 11's timings, one parameter count)
 MEDIAN_METRICS = {"train_seconds", "test_seconds", "parameters"}
 
