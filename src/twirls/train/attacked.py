@@ -7,6 +7,8 @@ attack stage's output with the split it attacked; ``prognn`` is Pro-GNN's publis
 Meta-Self graph with Pro-GNN's split. A stage with several entries runs all their seeds in one pool
 of ``jobs`` worker processes (one stage per dataset rather than per graph: fewer process starts
 and fuller rounds), each run the same seeded computation as alone, so its score is bit-identical.
+With ``train.batch`` above 1, TWIRLS' seeds train that many at a time as one batched model
+(:mod:`twirls.train.batched`: the same protocol, other dropout masks).
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def run_attacked(stage: str, entries: dict[str, dict[str, Any]], params: dict[st
     batch = int(params.get("train", {}).get("batch", 1))
 
     graphs: dict[str, GraphData | str] = {}  # graph -> data, or the reason it is unavailable
-    planned: dict[str, list[Callable[[], RunResult]]] = {}
+    planned: dict[str, list[Callable[[], RunResult | list[RunResult]]]] = {}
     for key, exp in entries.items():
         if exp["graph"] not in graphs:
             try:
