@@ -358,3 +358,17 @@ def test_every_table_is_named_after_the_paper_table_it_belongs_to():
     for table in EXTRA_TABLES:
         base = table.split("-")[0]
         assert table == "variants" or (base in TABLES and table.startswith(f"{base}-")), table
+
+
+def test_the_report_shows_where_each_table_comes_from(tmp_path):
+    """reports/README.md holds docs/sources.md's table (params files, stages, script, output of
+    each paper table and figure), its links relative to reports/."""
+    from twirls.stages.report import SOURCES, sources_section
+
+    lines = sources_section(Path(__file__).parents[1] / SOURCES)
+    table4 = next(line for line in lines if line.startswith("| Table 4 |"))
+    assert "`params/table4.yaml`" in table4 and "`table4-twirls@…`" in table4
+    assert "[table4.md](tables/table4.md)" in table4
+    assert not any("../reports/" in line for line in lines)
+    write_index(build_results([], read_paper()), tmp_path, set(), sources_section=lines)
+    assert table4 in (tmp_path / "README.md").read_text()

@@ -316,12 +316,14 @@ def write_index(results: pd.DataFrame, reports: Path, figures_made: set[str],
                 figures_no_data: set[str] = frozenset(),
                 device_section: list[str] | None = None,
                 claims_section: list[str] | None = None,
-                primary: str = "paper") -> None:
+                primary: str = "paper",
+                sources_section: list[str] | None = None) -> None:
     """``reports/README.md``: the scorecard (cells per status, per paper table), then
     ``claims_section`` (the paper's claims with their verdicts), every table (paper order, then
     our extra tables) and figure of the paper with its status (``figures_no_data``: drawn, but
     their data could not be fetched; the figure says why), then ``device_section`` (where the
-    numbers were computed). ``primary``: Table 9's variant (its cells are in Table 9 itself, so
+    numbers were computed); ``sources_section`` (each table's params, stages and code) after
+    the figures. ``primary``: Table 9's variant (its cells are in Table 9 itself, so
     the extra tables named after it are not written; the other variant's always are)."""
     paper = read_paper()
     titles = {**TABLES, **EXTRA_TABLES}
@@ -352,8 +354,8 @@ def write_index(results: pd.DataFrame, reports: Path, figures_made: set[str],
                for fig, curves in NOT_BUILT.items() for curve, why in curves]
     lines += ["", "Curves the paper draws that no stage runs:" + ("" if missing else " none."),
               *([""] + missing if missing else [])]
-    lines += ["", "All cells: [results.csv](results.csv). Each dataset as loaded (sizes, "
-              "homophily, splits, or why it is missing): [datasets.md](datasets.md). Each "
-              "table's and figure's params file, stages and script: "
-              "[docs/sources.md](../docs/sources.md).", "", *(device_section or [])]
+    lines += ["", *(sources_section or []),
+              "All cells: [results.csv](results.csv). Each dataset as loaded (sizes, "
+              "homophily, splits, or why it is missing): [datasets.md](datasets.md).", "",
+              *(device_section or [])]
     write_text(reports / "README.md", "\n".join(lines))

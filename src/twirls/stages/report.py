@@ -34,6 +34,7 @@ from twirls.reports.sweep_points import read_sweep_points
 from twirls.stages.skeleton import entry, open_stage
 
 CSV_FLOAT = "%.4f"  # results.csv: one fixed format (4 decimals); tables show 2
+SOURCES = Path("docs/sources.md")  # its table is copied into reports/README.md
 
 
 def figures_present(reports: Path, names: set[str]) -> set[str]:
@@ -87,11 +88,22 @@ def main(argv: list[str] | None = None) -> int:
                 read_explanations(results),
                 sweeps_without_data(args.metrics, set(SWEEP_GROUPS)),
                 device_lines(device_counts(metrics_files), stack_counts(metrics_files)),
-                claims_lines(judged), primary=primary)
+                claims_lines(judged), primary=primary, sources_section=sources_section())
     paper_totals = totals(scorecard(results, list(TABLES)))
     write_headline(args.headline, headline(results, paper_totals))
     print(count_line(results, paper_totals))
     return 0
+
+
+def sources_section(path: Path = SOURCES) -> list[str]:
+    """The table of ``docs/sources.md`` (each paper table's and figure's params files, stages,
+    script and output, written from ``dvc.yaml`` by ``python -m twirls.dag sources --write``; a
+    test keeps it in step) under its own heading, its links made relative to ``reports/``."""
+    rows = [line.replace("](../reports/", "](") for line in path.read_text().splitlines()
+            if line.startswith("|")]
+    return ["## Where each table and figure comes from", "",
+            "Change a value in a table's params file and `dvc repro` reruns its stages (from "
+            "`dvc.yaml`, as in [docs/sources.md](../docs/sources.md)).", "", *rows, ""]
 
 
 def count_line(results: pd.DataFrame, paper_totals: dict[str, int]) -> str:
