@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from twirls.bench.calibrate import reference_seconds
 from twirls.bench.pipeline import head_commit, machine
@@ -48,6 +47,7 @@ from twirls.config.entries import table4_entry, train_entry
 from twirls.data.graph import GraphData
 from twirls.data.registry import load_dataset
 from twirls.files import write_json
+from twirls.params import read_all
 from twirls.train.attacked import attacked_graph, with_attention
 from twirls.train.batched import BatchConfig, run_seeds_batched, train_batch
 from twirls.train.cpu import configure_cpu
@@ -90,23 +90,23 @@ def profile_batch(inp: Any, data: Any, split: Any, batch: int, epochs: int) -> l
              "calls_per_epoch": round(e.count / epochs, 1)} for e in rows[:15]]
 
 
-def config_inputs(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], GraphData]:
+def config_inputs(name: str, args: argparse.Namespace, params: dict[str, Any]
+                  ) -> tuple[dict[str, Any], GraphData]:
     """The experiment and data of configuration ``name`` (see module doc), as its stage has
-    them."""
+    them; ``params``: the repository's (:func:`twirls.params.read_all`)."""
     if name.startswith(ATTACKED):
         dataset = name.removeprefix(ATTACKED)
-        t4 = yaml.safe_load((args.params / "table4.yaml").read_text())["table4"]
-        attention = yaml.safe_load((args.params.parent / "params.yaml").read_text())["attention"]
-        exp = with_attention(table4_entry(t4, dataset, "fast", "twirls"), attention)
+        exp = with_attention(table4_entry(params["table4"], dataset, "fast", "twirls"),
+                             params["attention"])
         return exp, attacked_graph(load_dataset(dataset, args.raw), "fast", args.raw,
                                    args.attacked)
-    exp = train_entry(yaml.safe_load((args.params / "table2.yaml").read_text())["table2"][name])
+    exp = train_entry(params["table2"][name])
     return exp, load_dataset(exp["dataset"], args.raw)
 
 
 def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, Any],
-                 device: torch.device) -> None:
-    exp, data = config_inputs(name, args)
+                 device: torch.device, params: dict[str, Any]) -> None:
+    exp, data = config_inputs(name, args, params)
     inp = run_inputs(exp, data, device, progress=False)
     split = data.splits[inp.splits[0]]
     batch = BatchConfig(batch=args.batch)
@@ -187,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                           "see load_start/load_end and reference_s of each record",
         "records": old.get("records", []),
     }
+    params = read_all(args.params.parent)
     for name in args.configs:
-        bench_config(name, args, jobs, out, device)
+        bench_config(name, args, jobs, out, device, params)
     return 0
 
 
