@@ -5,8 +5,9 @@ A stage hands :func:`check_budget` its planned runs (``functools.partial`` objec
 for a single epoch (model build, one training step and one evaluation: a slight over-estimate of
 an epoch), twice, and the faster probe counts: the first run of a process pays one-time costs
 (lazy imports, kernel selection) that no later epoch pays, ~2 s on a CPU, which over the 5,000
-epochs of a Geom-GCN run would read as hours; the estimate is those seconds times the epochs every run may train (``epochs``, the
-upper bound when ``patience`` stops runs earlier), divided over the stage's worker processes.
+epochs of a Geom-GCN run would read as hours. The estimate is those seconds times the epochs
+every run may train (``epochs``, the upper bound when ``patience`` stops runs earlier), divided
+over the stage's worker processes.
 Above ``budget_hours`` (``params.yaml``) the stage skips its runs: the user reads the estimate and
 how to run it on a GPU, and the stage's cells say why they are missing. A probe run is seeded like
 every run, so it does not change what the runs that follow compute.
