@@ -75,7 +75,7 @@ def test_over_budget_says_the_estimate_and_how_to_run_it(capsys):
 
 def test_the_probe_does_not_count_a_first_calls_one_time_cost():
     """The first run of a process pays lazy imports (~2 s on the CPU here); a probe that counted
-    them estimated Geom-GCN's 5,000 epochs on Wisconsin at 12.8 h for a stage of 20 s."""
+    them estimated Geom-GCN's 5,000 epochs on Wisconsin at 12.8 h for a stage of under 3 min."""
     calls = []
 
     def run_once(*args, **kwargs) -> None:
