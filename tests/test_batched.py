@@ -431,3 +431,41 @@ def test_attacked_twirls_trains_in_batches_with_train_batch():
     assert (flat[2].best_epoch, flat[2].test) == (alone[0].best_epoch, alone[0].test)
     gat = {**exp, "model": "gat", "model_cfg": {}}
     assert len(entry_runs(gat, data, torch.device("cpu"), batch=2)) == 3  # one seed a run
+
+
+def test_batched_seeds_benchmark_names_its_configurations(capsys):
+    """``table8:<S>:<alpha>`` is a point of Table 8's grid (the sweep's entry at that point);
+    any other name is one clear message before anything is timed."""
+    from twirls.bench import batched_seeds as bench
+    from twirls.params import read_all
+
+    from fixtures import REPO
+
+    params = read_all(REPO)
+    assert bench.config_problem("table8:16:0.5", params) == ""
+    assert bench.config_problem("cora-gcn", params) == ""
+    assert bench.config_problem("table4-twirls:nettack-cora", params) == ""
+    for bad in ("table8:12:0.5", "table8:16", "table8:x:0.1", "cora-gcm",
+                "table4-twirls:cora"):
+        assert bench.config_problem(bad, params), bad
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--configs", "table8:12:0.5", "--params", str(REPO / "params")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "'table8:12:0.5' is no point of Table 8's grid" in err and "Traceback" not in err
+
+
+def test_batched_seeds_records_keep_the_machine_they_were_timed_on():
+    """A file written by one machine and extended on another: the earlier records keep the
+    earlier file's CPU, commit and torch; a record that names its own keeps it."""
+    from twirls.bench.batched_seeds import earlier_records
+
+    old = {"commit": "abc", "cpu": "Xeon", "cpu_capability": "AVX512", "torch": "2.15",
+           "records": [{"config": "cora-gcn"},
+                       {"config": "cora-appnp", "cpu": "EPYC", "cpu_capability": "AVX2",
+                        "commit": "def", "torch": "2.11", "device": "cuda: H100"}]}
+    first, second = earlier_records(old)
+    assert (first["cpu"], first["commit"], first["device"], first["torch"]) == (
+        "Xeon", "abc", "cpu", "2.15")
+    assert second == old["records"][1]
+    assert "cpu" not in old["records"][0]  # the earlier file's dicts are left as they were

@@ -158,8 +158,8 @@ def run_train_stage(tmp_path, monkeypatch, entry, batch, seeds=3):
 def test_train_batch_trains_the_seeds_together_where_the_model_allows(tmp_path, monkeypatch,
                                                                         capsys):
     """``train.batch``: batches of seeds (the same seeds and protocol, other dropout masks;
-    a rerun is identical); a model the batched trainer lacks runs one seed per run and says
-    so in one line."""
+    a rerun is identical); one seed per split runs as today's run; a model the batched trainer
+    lacks runs one seed per run and says so in one line."""
     entry = {"dataset": "cora", "model": "twirls", "cells": {"table2": "T"},
              "model_cfg": {"steps": 2, "lam": 1.0, "alpha": 1.0, "mlp_before": 1,
                            "input_dropout": 0.5},
@@ -171,6 +171,9 @@ def test_train_batch_trains_the_seeds_together_where_the_model_allows(tmp_path, 
     assert batched.equals(run_train_stage(tmp_path, monkeypatch, entry, batch=2)
                           .assign(seconds=batched["seconds"]))
     assert "one seed per run" not in capsys.readouterr().err
+    alone = run_train_stage(tmp_path, monkeypatch, entry, batch=2, seeds=1)  # nothing to share
+    assert alone.equals(run_train_stage(tmp_path, monkeypatch, entry, batch=1, seeds=1)
+                        .assign(seconds=alone["seconds"]))
     gat = {**entry, "model": "gat", "model_cfg": {"layers": 2, "hidden": 4, "heads": 2}}
     fallback = run_train_stage(tmp_path, monkeypatch, gat, batch=2)
     assert fallback.equals(run_train_stage(tmp_path, monkeypatch, gat, batch=1)

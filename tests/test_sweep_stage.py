@@ -11,7 +11,7 @@ import pytest
 
 from twirls.data.registry import STATUS_FILE
 
-from fixtures import write_amazon
+from fixtures import write_amazon, write_planetoid
 
 AMAZON = {
     "dataset": "amazon", "seeds": 1,
@@ -25,11 +25,11 @@ AMAZON = {
 }
 
 
-def run_sweep(tmp_path, monkeypatch, sweep: dict) -> dict:
+def run_sweep(tmp_path, monkeypatch, sweep: dict, batch: int = 1) -> dict:
     from twirls.stages import sweep as stage
 
-    params = {"s": sweep, "threads": 1, "jobs": 1, "budget_hours": 12, "train": {"seeds": 1},
-              "device": "cpu"}
+    params = {"s": sweep, "threads": 1, "jobs": 1, "budget_hours": 12,
+              "train": {"seeds": 1, "batch": batch}, "device": "cpu"}
     monkeypatch.setattr(stage, "open_stage", lambda name: params)
     monkeypatch.chdir(tmp_path)
     assert stage.main(["s", "--raw", str(tmp_path / "raw")]) == 0
@@ -92,7 +92,8 @@ def test_unknown_data_option_is_one_clear_message(tmp_path, monkeypatch, capsys)
 
     monkeypatch.setattr(stage, "open_stage", lambda name: {"s": sweep, "threads": 1, "jobs": 2,
                                                           "budget_hours": 12,
-                                                          "train": {"seeds": 1}, "device": "cpu"})
+                                                          "train": {"seeds": 1, "batch": 1},
+                                                          "device": "cpu"})
     monkeypatch.chdir(tmp_path)
     assert stage.main(["s", "--raw", str(tmp_path / "raw")]) == 1
     err = capsys.readouterr().err
@@ -122,3 +123,47 @@ def test_a_sweep_without_data_writes_no_rows(tmp_path, monkeypatch):
     run_sweep(tmp_path, monkeypatch, AMAZON)
     rows = pd.read_csv(tmp_path / "results" / "s.csv")
     assert rows.empty and "value" in rows.columns
+
+
+def test_train_batch_trains_each_points_seeds_as_batches(tmp_path, monkeypatch, capsys):
+    """``train.batch: 2`` on a sweep: every point's 3 seeds train as batches of 2 + 1 (the same
+    seeds and protocol, other dropout masks: seed 2 alone in its batch is what the batched
+    trainer gives it; a rerun is identical); a model the batched trainer lacks runs one seed
+    per run and says so."""
+    import torch
+
+    from twirls.data.registry import load_dataset
+    from twirls.train.batched.trainer import train_batch
+    from twirls.train.experiment import run_inputs
+
+    write_planetoid(fetched(tmp_path, "cora"), "cora", num_features=40, num_unlabelled=600,
+                    num_test=300)
+    twirls = {"model": "twirls", "train_cfg": {"epochs": 6, "lr": 0.05},
+              "model_cfg": {"steps": 2, "lam": 1.0, "alpha": 1.0, "mlp_before": 1,
+                            "input_dropout": 0.5},
+              "grid": {"steps": [1, 2]}}
+    sweep = {"dataset": "cora", "split": "public", "seeds": 3, "curves": {"TWIRLS-base": twirls}}
+
+    def rows(batch: int, curves: dict | None = None) -> pd.DataFrame:
+        run_sweep(tmp_path, monkeypatch, {**sweep, "curves": curves or sweep["curves"]}, batch)
+        return pd.read_csv(tmp_path / "results" / "s.csv", keep_default_na=False)
+
+    single, batched = rows(1), rows(2)
+    assert batched["seed"].tolist() == single["seed"].tolist() == [0, 1, 2] * 2
+    assert batched["value"].tolist() != single["value"].tolist()  # other masks
+    assert batched.equals(rows(2).assign(seconds=batched["seconds"]))
+    data = load_dataset("cora", tmp_path / "raw")
+    exp = {**twirls, "model_cfg": {**twirls["model_cfg"], "steps": 2}, "split": "public"}
+    inp = run_inputs(exp, data, torch.device("cpu"), progress=False)
+    alone = train_batch(inp.build, inp.ops, inp.x, data.labels, data.splits["public"], inp.cfg,
+                        [2])[0]
+    last = batched[(batched["steps"] == 2) & (batched["seed"] == 2)].iloc[0]
+    assert (last["best_epoch"], last["value"]) == (alone.best_epoch,
+                                                   pytest.approx(100 * alone.test))
+    assert "one seed per run" not in capsys.readouterr().err
+    gat = {"GAT": {"model": "gat", "model_cfg": {"layers": 2, "hidden": 4, "heads": 2},
+                   "train_cfg": {"epochs": 3}}}
+    fallback = rows(2, gat)
+    assert fallback.equals(rows(1, gat).assign(seconds=fallback["seconds"]))
+    assert "train.batch: gat on cora trains one seed per run (GAT is not supported" in (
+        capsys.readouterr().err)

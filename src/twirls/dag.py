@@ -342,7 +342,13 @@ def main(argv: list[str] | None = None) -> int:
         for group in cycles:
             print("import cycle: " + " <-> ".join(group))
         return 1 if cycles else 0
-    dot = subprocess.run(["dvc", "dag", "--dot"], capture_output=True, text=True, check=True)
+    try:
+        dot = subprocess.run(["dvc", "dag", "--dot"], capture_output=True, text=True, check=True)
+    except FileNotFoundError:
+        print("error: dag: no `dvc` on PATH; run it in the project's environment "
+              "(`source .venv/bin/activate`, after `make test` or `make repro` made .venv)",
+              file=sys.stderr)
+        return 1
     sys.stdout.write(mermaid(*collapse(dot.stdout)))
     return 0
 

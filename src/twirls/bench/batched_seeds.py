@@ -5,9 +5,10 @@ worker processes), written to ``reports/benchmarks/batched-seeds.json``.
 ``python -m twirls.bench.batched_seeds [--configs cora-gcn ...] [--seeds 1 10 100]
 [--batch 10] [--device cpu] [--out reports/benchmarks/batched-seeds.json]``
 
-* The configurations are ``params/table2.yaml`` entries, or ``table4-twirls:<dataset>`` (Table
+* The configurations are ``params/table2.yaml`` entries, ``table4-twirls:<dataset>`` (Table
   4's TWIRLS, with ``params.yaml``'s attention, on the attack stage's graph in ``--attacked``),
-  trained as their stage trains them
+  or ``table8:<S>:<alpha>`` (the point of Table 8's grid that fills its cell, the curve
+  ``TWIRLS-base`` of ``params/table8.yaml``), trained as their stage trains them
   (:func:`twirls.train.experiment.run_inputs`: the same features, model builder, training
   config and split; one torch thread and flushed denormals, as ``threads: 1``); both paths use
   ``jobs`` worker processes as the stages do (``jobs: auto``, one per core,
@@ -43,7 +44,7 @@ import torch
 
 from twirls.bench.calibrate import reference_seconds
 from twirls.bench.pipeline import head_commit, machine
-from twirls.config.entries import table4_entry, train_entry
+from twirls.config.entries import sweep_entry, table4_entry, train_entry
 from twirls.data.graph import GraphData
 from twirls.data.registry import load_dataset
 from twirls.files import write_json
@@ -57,8 +58,9 @@ from twirls.train.loop import SeedsResult, run_seeds
 from twirls.train.parallel import available_cores, resolve_jobs
 
 CONFIGS = ["cora-twirls-base-k2", "citeseer-twirls-base-k2", "table4-twirls:nettack-cora",
-           "cora-gcn", "cora-appnp"]
+           "cora-gcn", "cora-appnp", "table8:16:0.5", "table8:64:0.1"]
 ATTACKED = "table4-twirls:"  # a configuration on an attacked graph: ATTACKED + dataset
+TABLE8 = "table8:"  # a point of Table 8's grid: TABLE8 + "<steps>:<alpha>"
 
 
 def device_name(device: torch.device) -> str:
@@ -100,8 +102,47 @@ def config_inputs(name: str, args: argparse.Namespace, params: dict[str, Any]
                              params["attention"])
         return exp, attacked_graph(load_dataset(dataset, args.raw), "fast", args.raw,
                                    args.attacked)
+    if name.startswith(TABLE8):
+        steps, alpha = name.removeprefix(TABLE8).split(":")
+        sweep = params["table8"]
+        exp = {**sweep_entry(sweep["curves"]["TWIRLS-base"],
+                             {"steps": int(steps), "alpha": float(alpha)}, sweep["split"]),
+               "dataset": sweep["dataset"]}
+        return exp, load_dataset(sweep["dataset"], args.raw)
     exp = train_entry(params["table2"][name])
     return exp, load_dataset(exp["dataset"], args.raw)
+
+
+def earlier_records(old: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records of an earlier file ``old``, each naming its machine: a record from before
+    records did gets the file's commit, CPU, device and torch (one run wrote it all)."""
+    records = [dict(r) for r in old.get("records", [])]
+    for record in records:
+        if "cpu" not in record:
+            record.update({key: old.get(key, "unknown")
+                           for key in ("commit", "cpu", "cpu_capability", "torch")},
+                          device=old.get("device", "cpu"))
+    return records
+
+
+def config_problem(name: str, params: dict[str, Any]) -> str:
+    """Why ``name`` is no configuration (see module doc), or ``""``."""
+    if name.startswith(ATTACKED):
+        known = params["table4"]["datasets"]
+        return "" if name.removeprefix(ATTACKED) in known else (
+            f"{name!r}: Table 4 has the datasets {', '.join(known)}")
+    if name.startswith(TABLE8):
+        grid = params["table8"]["curves"]["TWIRLS-base"]["grid"]
+        try:
+            steps, alpha = name.removeprefix(TABLE8).split(":")
+            ok = int(steps) in grid["steps"] and float(alpha) in grid["alpha"]
+        except ValueError:
+            ok = False
+        return "" if ok else (f"{name!r} is no point of Table 8's grid: table8:<S>:<alpha> "
+                              f"with S in {grid['steps']} and alpha in {grid['alpha']}")
+    return "" if name in params["table2"] else (
+        f"{name!r} is neither an entry of params/table2.yaml, table4-twirls:<dataset> nor "
+        "table8:<S>:<alpha>")
 
 
 def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, Any],
@@ -120,6 +161,8 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
                                   "graph": exp.get("graph", "clean"),
                                   "model": exp["model"], "epochs": inp.cfg.epochs,
                                   "seeds": count, "jobs": jobs, "batch": args.batch,
+                                  "commit": out["commit"], **machine(),
+                                  "device": out["device"], "torch": torch.__version__,
                                   "reference_s": reference_seconds(), "load_start": load()}
         estimate = (None if full_today is None else
                     full_today["seconds_per_seed"] * count)
@@ -152,8 +195,8 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", nargs="+", default=CONFIGS,
-                        help="params/table2.yaml entries or table4-twirls:<dataset> "
-                             "(default: %(default)s)")
+                        help="params/table2.yaml entries, table4-twirls:<dataset> or "
+                             "table8:<S>:<alpha> (default: %(default)s)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 10, 100])
     parser.add_argument("--batch", type=int, default=10,
                         help="seeds per batch of the batched path (0: all in one)")
@@ -170,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
                         default=Path("reports/benchmarks/batched-seeds.json"))
     args = parser.parse_args(argv)
     args.batch = args.batch or None
+    params = read_all(args.params.parent)
+    for name in args.configs:
+        if problem := config_problem(name, params):
+            parser.error(problem)
     configure_cpu(1)  # params.yaml `threads: 1`, as every stage
     device = pick_device(args.device, who="batched_seeds")
     jobs = resolve_jobs("auto", device)
@@ -183,11 +230,13 @@ def main(argv: list[str] | None = None) -> int:
                                                                       if argv is None else argv),
         "commit": head_commit(Path.cwd()), "cores": available_cores(), **machine(),
         "torch": torch.__version__, "threads": 1, "device": device_name(device),
+        "machines": "each record names the commit, CPU, device and torch it was timed with "
+                    "(the fields above: the last run's); compare speedups, which are measured "
+                    "side by side in one record, not seconds across machines",
         "shared_machine": "timed while other processes (a long dvc repro) used the same cores: "
                           "see load_start/load_end and reference_s of each record",
-        "records": old.get("records", []),
+        "records": earlier_records(old),
     }
-    params = read_all(args.params.parent)
     for name in args.configs:
         bench_config(name, args, jobs, out, device, params)
     return 0

@@ -22,6 +22,13 @@ def train_entry(entry: dict[str, Any]) -> dict[str, Any]:
     return with_dataset_defaults(entry)
 
 
+def sweep_entry(spec: dict[str, Any], point: dict[str, Any], split: str) -> dict[str, Any]:
+    """The entry of one curve of a sweep group (``table8``, ``figure2``, ...) at one grid point
+    of its model (``point``, e.g. ``{"steps": 8, "alpha": 0.1}``, set over its ``model_cfg``),
+    on ``split``."""
+    return {**spec, "model_cfg": {**(spec.get("model_cfg") or {}), **point}, "split": split}
+
+
 def table4_entry(table4: dict[str, Any], dataset: str, graph: str, model: str
                  ) -> dict[str, Any]:
     """One cell of Table 4's dataset x graph x model grid.

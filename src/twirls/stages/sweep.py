@@ -25,7 +25,10 @@ figure's data), ``results/<name>.json`` (cells), ``metrics/<name>.json`` (all po
 ``reports/figures/<name>.png``. A curve without ``grid`` is drawn as a horizontal line (e.g. the
 closed-form solution). Grid and data-grid keys together name a point (label, figure axis).
 Before the runs start, one epoch of each configuration is timed (:mod:`twirls.train.budget`):
-over ``budget_hours`` the stage runs nothing and its cells and figure say why.
+over ``budget_hours`` the stage runs nothing and its cells and figure say why. With
+``train.batch`` above 1, each point's seeds train that many at a time as one batched model where
+the model allows it (:func:`twirls.train.experiment.seed_runs`; the same protocol, other dropout
+masks).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from twirls.config.entries import sweep_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.reports.results import Cell, read_paper
 from twirls.reports.runs import run_rows, selector
@@ -44,7 +48,14 @@ from twirls.reports.sweep_points import paper_points
 from twirls.stages.skeleton import StageOutputs, entry, open_stage
 from twirls.train.budget import OverBudget, check_budget
 from twirls.train.device import stage_device
-from twirls.train.experiment import check_model, experiment_runs, metric_name, row_identity
+from twirls.train.experiment import (
+    check_model,
+    experiment_runs,
+    flat_results,
+    metric_name,
+    row_identity,
+    seed_runs,
+)
 from twirls.train.loop import SeedsResult
 from twirls.train.parallel import resolve_jobs, run_all
 
@@ -74,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     params = open_stage(name)
     sweep = params[name]
     seeds = int(sweep.get("seeds", params["train"]["seeds"]))
+    batch = int(params["train"]["batch"])
     for curve, spec in sweep["curves"].items():
         check_model(spec, f"{name} {curve}")
     devices = {curve: stage_device(params["device"], who=f"{name} {curve}")
@@ -86,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     metric = sweep.get("metric", "accuracy")
     loaded: dict[tuple, Any] = {}
     planned: list[tuple[str, dict[str, Any], str, str | None, int]] = []  # + table, runs
-    runs: list[Any] = []  # every (point, seed) run of the sweep, in order
+    probes: list[Any] = []  # every (point, seed) run of the sweep, in order, for the budget
+    runs: list[Any] = []  # the same runs for the pool: with train.batch > 1, batches of seeds
     row_keys: list[tuple[dict[str, Any], str]] = []  # per planned point: its entry and split
     for data_point in grid_points(sweep.get("data_grid") or {}):
         options = {k: v for k, v in data_point.items() if k != "split"}
@@ -112,22 +125,24 @@ def main(argv: list[str] | None = None) -> int:
                         cells.append(Cell(table, sweep["dataset"], label, metric,
                                           status="no-data", note=reason))
                     continue
-                cfg = {**(spec.get("model_cfg") or {}), **model_point}
-                exp = {**spec, "model_cfg": cfg, "split": split}
+                exp = sweep_entry(spec, model_point, split)
                 point_runs = experiment_runs(exp, data, seeds, devices[curve], progress=False)
                 planned.append((curve, point, label, table, len(point_runs)))
                 row_keys.append((exp, split))
-                runs += point_runs
+                probes += point_runs
+                runs += (point_runs if batch <= 1 else
+                         seed_runs(exp, data, seeds, devices[curve], batch, progress=False))
     if runs:
-        try:  # one epoch of each curve timed: over budget_hours, nothing runs
-            check_budget(name, runs, jobs, next(iter(devices.values())), params["budget_hours"])
+        try:  # one epoch of each curve timed (one seed a run): over budget_hours, nothing runs
+            check_budget(name, probes, jobs, next(iter(devices.values())),
+                         params["budget_hours"])
         except OverBudget as exc:
             reason = str(exc)
             print(f"{name}: {reason}", file=sys.stderr)
             cells += [Cell(table, sweep["dataset"], label, metric, status="no-data", note=reason)
                       for _, _, label, table, _ in planned if table]
             planned, runs, row_keys = [], [], []
-    done = run_all(runs, jobs, desc=f"{name}: runs", progress=True)
+    done = flat_results(run_all(runs, jobs, desc=f"{name}: runs", progress=True))
     rows: list[dict[str, Any]] = []
     for (curve, point, label, table, count), (exp, split) in zip(planned, row_keys, strict=True):
         result, done = SeedsResult(done[:count]), done[count:]

@@ -13,7 +13,6 @@ With ``train.batch`` above 1, TWIRLS' seeds train that many at a time as one bat
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -31,13 +30,7 @@ from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.reports.results import Cell
 from twirls.train.device import stage_device
-from twirls.train.experiment import (
-    batched_runs,
-    cells_for,
-    check_model,
-    experiment_runs,
-    rows_for,
-)
+from twirls.train.experiment import cells_for, check_model, flat_results, rows_for, seed_runs
 from twirls.train.loop import RunResult, SeedsResult
 from twirls.train.parallel import resolve_jobs, run_all
 
@@ -89,17 +82,11 @@ def entry_runs(exp: dict[str, Any], data: GraphData, device: torch.device, batch
                ) -> list[Callable[[], RunResult | list[RunResult]]]:
     """The seeded runs of one entry: a defense's fits or TWIRLS's training runs; with
     ``batch`` (``train.batch``) above 1, TWIRLS's seeds ``batch`` at a time as one batched model
-    (:func:`twirls.train.experiment.batched_runs`), each returning its seeds' results."""
+    (:func:`twirls.train.experiment.seed_runs`), each returning its seeds' results."""
     seeds = int(exp["seeds"])
     if "defense" in exp:
         return [partial(defense_run, exp, data, seed, device) for seed in range(seeds)]
-    if batch > 1:
-        runs = batched_runs(exp, data, seeds, device, batch)
-        if not isinstance(runs, str):
-            return runs
-        print(f"train.batch: {exp['model']} on {data.name} trains one seed per run ({runs})",
-              file=sys.stderr)
-    return experiment_runs(exp, data, seeds, device, progress=False)
+    return seed_runs(exp, data, seeds, device, batch, progress=False)
 
 
 def run_attacked(stage: str, entries: dict[str, dict[str, Any]], params: dict[str, Any],
@@ -127,9 +114,8 @@ def run_attacked(stage: str, entries: dict[str, dict[str, Any]], params: dict[st
                 graphs[exp["graph"]] = str(exc)
         data = graphs[exp["graph"]]
         planned[key] = [] if isinstance(data, str) else entry_runs(exp, data, device, batch)
-    results = iter([r for out in run_all([r for runs in planned.values() for r in runs], jobs,
-                                         desc="runs", progress=True)
-                    for r in (out if isinstance(out, list) else [out])])
+    results = iter(flat_results(run_all([r for runs in planned.values() for r in runs], jobs,
+                                        desc="runs", progress=True)))
 
     cells, metrics, rows = [], {}, []
     for key, exp in entries.items():

@@ -155,12 +155,13 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
     check (:func:`twirls.train.budget.check_budget`), which may stop the stage. ``batch``
     (``train.batch``): above 1, the seeds of each split train ``batch`` at a time as one
     batched model (:func:`twirls.train.batched.run_seeds_batched`; the same protocol, other
-    dropout masks), where the model allows it; else, and at 1, one seed per run."""
+    dropout masks), where the model allows it; else, at 1, and with one seed per split (a
+    batch of one shares nothing), one seed per run."""
     args = _run_args(exp, data, seeds, device, progress=progress and jobs <= 1)
     runs: list[Callable[[], Any]] = [partial(seed_run, *a) for a in args]
     if before is not None:
         before(list(runs))
-    if batch > 1:
+    if batch > 1 and seeds > 1:
         inp = run_inputs(exp, data, device, progress=False)
         why = not_batchable(inp, data.labels)
         if not why:
@@ -191,6 +192,30 @@ def batched_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch
             for run in batch_runs(inp.build, inp.ops, inp.x, data.labels, data.splits[split],
                                   inp.cfg, [1000 * i + s for s in range(seeds)],
                                   BatchConfig(batch=batch))]
+
+
+def seed_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
+              batch: int = 1, progress: bool = True
+              ) -> list[Callable[[], RunResult | list[RunResult]]]:
+    """The runs of ``exp``, not yet started, for a pool (:func:`twirls.train.parallel.run_all`):
+    with ``batch`` (``train.batch``) above 1, ``batch`` seeds at a time as one batched model
+    (:func:`batched_runs`, each returning its seeds' results) where the model allows it (else it
+    says why on stderr); else, and with one seed per split, one seed per run
+    (:func:`experiment_runs`). Either way :func:`flat_results` of their outcomes are the runs
+    in :func:`experiment_runs`' order."""
+    if batch > 1 and seeds > 1:
+        runs = batched_runs(exp, data, seeds, device, batch)
+        if not isinstance(runs, str):
+            return runs
+        print(f"train.batch: {exp['model']} on {data.name} trains one seed per run ({runs})",
+              file=sys.stderr)
+    return experiment_runs(exp, data, seeds, device, progress=progress)
+
+
+def flat_results(outcomes: list[RunResult | list[RunResult]]) -> list[RunResult]:
+    """The outcomes of :func:`seed_runs` (a run's result, or a batch's list of them) as one
+    list of runs, in order."""
+    return [r for out in outcomes for r in (out if isinstance(out, list) else [out])]
 
 
 def _batched(inp: RunInputs, data: GraphData, seeds: int, batch: int, jobs: int,
