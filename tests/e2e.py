@@ -57,7 +57,12 @@ def git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=cwd, check=True, env=env(cwd))
 
 
-def dvc(cwd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+#: seconds a dvc command may take before the test calls it hung: the smoke repro took 872 s on a
+#: slow day of the 2-core machine (its usual ~10 min), so a hang shows only well above that
+TIMEOUT = 1800
+
+
+def dvc(cwd: Path, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, env=env(cwd),
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
@@ -66,7 +71,7 @@ def dvc(cwd: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProc
 
 
 def run_dvc(cwd: Path, *args: str, mirror: Path | None = None,
-            timeout: float = 900) -> subprocess.CompletedProcess:
+            timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
     """``dvc <args>`` whose failure the test inspects (``mirror``: another data mirror)."""
     return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, env=env(cwd, mirror),
                           capture_output=True, text=True, timeout=timeout)
