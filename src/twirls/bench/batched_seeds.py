@@ -103,14 +103,18 @@ def config_inputs(name: str, args: argparse.Namespace, params: dict[str, Any]
         return exp, attacked_graph(load_dataset(dataset, args.raw), "fast", args.raw,
                                    args.attacked)
     if name.startswith(TABLE8):
-        steps, alpha = name.removeprefix(TABLE8).split(":")
         sweep = params["table8"]
-        exp = {**sweep_entry(sweep["curves"]["TWIRLS-base"],
-                             {"steps": int(steps), "alpha": float(alpha)}, sweep["split"]),
+        exp = {**sweep_entry(sweep["curves"]["TWIRLS-base"], table8_point(name), sweep["split"]),
                "dataset": sweep["dataset"]}
         return exp, load_dataset(sweep["dataset"], args.raw)
     exp = train_entry(params["table2"][name])
     return exp, load_dataset(exp["dataset"], args.raw)
+
+
+def table8_point(name: str) -> dict[str, Any]:
+    """The grid point of ``table8:<S>:<alpha>``; a ``ValueError`` for another form."""
+    steps, alpha = name.removeprefix(TABLE8).split(":")
+    return {"steps": int(steps), "alpha": float(alpha)}
 
 
 def earlier_records(old: dict[str, Any]) -> list[dict[str, Any]]:
@@ -134,8 +138,8 @@ def config_problem(name: str, params: dict[str, Any]) -> str:
     if name.startswith(TABLE8):
         grid = params["table8"]["curves"]["TWIRLS-base"]["grid"]
         try:
-            steps, alpha = name.removeprefix(TABLE8).split(":")
-            ok = int(steps) in grid["steps"] and float(alpha) in grid["alpha"]
+            point = table8_point(name)
+            ok = point["steps"] in grid["steps"] and point["alpha"] in grid["alpha"]
         except ValueError:
             ok = False
         return "" if ok else (f"{name!r} is no point of Table 8's grid: table8:<S>:<alpha> "
