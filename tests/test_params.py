@@ -128,6 +128,11 @@ def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):
     ("table2.cora-gcn.model_cfg.hiden", 8, "GCN config: unknown key 'hiden'. Did you mean "
                                            "'hidden'?"),
     ("table2.cora-gcn.seeds", 0, "table2.cora-gcn.seeds = 0: expected an integer >= 1"),
+    ("train.batch", 0, "train.batch = 0: expected an integer >= 1"),
+    ("table8.batch", 0, "table8.batch = 0: expected an integer >= 1"),
+    ("table4.batch", 2.5, "table4.batch = 2.5: expected an integer >= 1"),
+    ("table9.batch", "5", "table9.batch = '5': expected an integer >= 1"),
+    ("figure2.seeds", None, "figure2.seeds = None: expected an integer >= 1"),  # a sweep's own
     ("table4.defenses", ["gcn", "gnnguar"], "unknown defense (did you mean 'gnnguard'?)"),
     ("table4.graphs", ["fast", "attacked"], "table4.graphs[1] = 'attacked': unknown graph"),
     ("table9.truncations.inf", -2, "expected a number > 0"),

@@ -178,5 +178,5 @@ def test_train_batch_trains_the_seeds_together_where_the_model_allows(tmp_path, 
     fallback = run_train_stage(tmp_path, monkeypatch, gat, batch=2)
     assert fallback.equals(run_train_stage(tmp_path, monkeypatch, gat, batch=1)
                            .assign(seconds=fallback["seconds"]))
-    assert "train.batch: gat on cora trains one seed per run (GAT is not supported" in (
+    assert "batch 2: gat on cora trains one seed per run (GAT is not supported" in (
         capsys.readouterr().err)

@@ -28,8 +28,8 @@ AMAZON = {
 def run_sweep(tmp_path, monkeypatch, sweep: dict, batch: int = 1) -> dict:
     from twirls.stages import sweep as stage
 
-    params = {"s": sweep, "threads": 1, "jobs": 1, "budget_hours": 12,
-              "train": {"seeds": 1, "batch": batch}, "device": "cpu"}
+    params = {"s": {"seeds": 1, **sweep, "batch": batch}, "threads": 1, "jobs": 1,
+              "budget_hours": 12, "device": "cpu"}
     monkeypatch.setattr(stage, "open_stage", lambda name: params)
     monkeypatch.chdir(tmp_path)
     assert stage.main(["s", "--raw", str(tmp_path / "raw")]) == 0
@@ -85,14 +85,13 @@ def test_split_grid_on_missing_data_draws_a_no_data_figure(tmp_path, monkeypatch
 
 def test_unknown_data_option_is_one_clear_message(tmp_path, monkeypatch, capsys):
     fetched(tmp_path, "chains")
-    sweep = {"dataset": "chains", "split": "ignn", "data_grid": {"lenght": [10]},
+    sweep = {"dataset": "chains", "split": "ignn", "seeds": 1, "data_grid": {"lenght": [10]},
              "curves": {"SGC": {"model": "sgc", "model_cfg": {"steps": 2},
                                 "train_cfg": {"epochs": 2}}}}
     from twirls.stages import sweep as stage
 
     monkeypatch.setattr(stage, "open_stage", lambda name: {"s": sweep, "threads": 1, "jobs": 2,
                                                           "budget_hours": 12,
-                                                          "train": {"seeds": 1, "batch": 1},
                                                           "device": "cpu"})
     monkeypatch.chdir(tmp_path)
     assert stage.main(["s", "--raw", str(tmp_path / "raw")]) == 1
@@ -125,11 +124,11 @@ def test_a_sweep_without_data_writes_no_rows(tmp_path, monkeypatch):
     assert rows.empty and "value" in rows.columns
 
 
-def test_train_batch_trains_each_points_seeds_as_batches(tmp_path, monkeypatch, capsys):
-    """``train.batch: 2`` on a sweep: every point's 3 seeds train as batches of 2 + 1 (the same
-    seeds and protocol, other dropout masks: seed 2 alone in its batch is what the batched
-    trainer gives it; a rerun is identical); a model the batched trainer lacks runs one seed
-    per run and says so."""
+def test_sweep_batch_trains_each_points_seeds_as_batches(tmp_path, monkeypatch, capsys):
+    """A sweep's ``batch: 2`` (set next to its ``seeds``): every point's 3 seeds train as
+    batches of 2 + 1 (the same seeds and protocol, other dropout masks: seed 2 alone in its batch
+    is what the batched trainer gives it; a rerun is identical); a model the batched trainer
+    lacks runs one seed per run and says so."""
     import torch
 
     from twirls.data.registry import load_dataset
@@ -165,5 +164,5 @@ def test_train_batch_trains_each_points_seeds_as_batches(tmp_path, monkeypatch, 
                    "train_cfg": {"epochs": 3}}}
     fallback = rows(2, gat)
     assert fallback.equals(rows(1, gat).assign(seconds=fallback["seconds"]))
-    assert "train.batch: gat on cora trains one seed per run (GAT is not supported" in (
+    assert "batch 2: gat on cora trains one seed per run (GAT is not supported" in (
         capsys.readouterr().err)

@@ -115,6 +115,11 @@ def check_seeds(path: str, seeds: Any) -> None:
     number(path, seeds, integer=True, lo=1)
 
 
+def check_batch(path: str, batch: Any) -> None:
+    """Seeds trained as one batched model (1: one a run); set next to the seeds it batches."""
+    number(path, batch, integer=True, lo=1)
+
+
 def check_train_entry(path: str, entry: Any) -> None:
     """An experiment entry of a train-kind group (see :mod:`twirls.config.entries`)."""
     entry = mapping(path, entry)
@@ -151,8 +156,8 @@ def check_table4(path: str, t4: Any) -> None:
 
     t4 = mapping(path, t4)
     rows = tuple(NAMES) + ("twirls-base", "twirls")
-    keys(path, t4, ("datasets", "graphs", "defenses", "tables", "labels", "seeds", "also",
-                    "twirls"))
+    keys(path, t4, ("datasets", "graphs", "defenses", "tables", "labels", "seeds", "batch",
+                    "also", "twirls"))
     if "datasets" in t4:
         names(f"{path}.datasets", t4["datasets"], ATTACKED_DATASETS, "dataset")
     if "graphs" in t4:
@@ -170,6 +175,8 @@ def check_table4(path: str, t4: Any) -> None:
     for row, seeds in mapping(f"{path}.seeds", t4.get("seeds", {})).items():
         choose(f"{path}.seeds.{row}", row, rows, "row")
         check_seeds(f"{path}.seeds.{row}", seeds)
+    if "batch" in t4:
+        check_batch(f"{path}.batch", t4["batch"])
     for graph, cells in mapping(f"{path}.also", t4.get("also", {})).items():
         choose(f"{path}.also.{graph}", graph, GRAPHS, "graph")
         check_cells(f"{path}.also.{graph}", cells)
@@ -186,8 +193,8 @@ def check_table9(path: str, t9: Any) -> None:
     """Table 9's dataset x graph x truncation grid with its pinned attention; a stage passes
     only the keys it declares, so each part is optional."""
     t9 = mapping(path, t9)
-    keys(path, t9, ("datasets", "graphs", "tables", "variants", "primary", "seeds", "attention",
-                    "truncations"))
+    keys(path, t9, ("datasets", "graphs", "tables", "variants", "primary", "seeds", "batch",
+                    "attention", "truncations"))
     if "variants" in t9:
         names(f"{path}.variants", t9["variants"], VARIANTS, "variant")
     if "primary" in t9:
@@ -202,6 +209,8 @@ def check_table9(path: str, t9: Any) -> None:
             fail(f"{path}.tables.{graph}", table, "expected a report table name")
     if "seeds" in t9:
         check_seeds(f"{path}.seeds", t9["seeds"])
+    if "batch" in t9:
+        check_batch(f"{path}.batch", t9["batch"])
     if "attention" in t9:
         check_attention(f"{path}.attention", t9["attention"])
     for name, big_t in mapping(f"{path}.truncations", t9.get("truncations", {})).items():
@@ -211,11 +220,12 @@ def check_table9(path: str, t9: Any) -> None:
 
 def check_sweep(path: str, sweep: Any) -> None:
     sweep = mapping(path, sweep)
-    keys(path, sweep, ("dataset", "split", "table", "label", "note", "seeds", "curves", "figure",
-                       "data_grid"))
+    keys(path, sweep, ("dataset", "split", "table", "label", "note", "seeds", "batch", "curves",
+                       "figure", "data_grid"))
     choose(f"{path}.dataset", sweep.get("dataset"), _datasets(), "dataset")
-    if "seeds" in sweep:
-        check_seeds(f"{path}.seeds", sweep["seeds"])
+    check_seeds(f"{path}.seeds", sweep.get("seeds"))  # a sweep sets its own (and its batch)
+    if "batch" in sweep:
+        check_batch(f"{path}.batch", sweep["batch"])
     curves = mapping(f"{path}.curves", sweep.get("curves"))
     for name, curve in curves.items():
         where = f"{path}.curves.{name}"
@@ -324,7 +334,7 @@ def _train(path: str, value: Any) -> None:
     if "seeds" in value:
         check_seeds(f"{path}.seeds", value["seeds"])
     if "batch" in value:
-        number(f"{path}.batch", value["batch"], integer=True, lo=1)
+        check_batch(f"{path}.batch", value["batch"])
 
 
 def _attack(path: str, value: Any) -> None:

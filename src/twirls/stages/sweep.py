@@ -15,7 +15,8 @@ The sweep is the group of the same name in ``params.yaml``::
           train_cfg: {...}
           grid: {steps: [8, 16, 32, 64], alpha: [0.1, 0.25, 0.5, 1.0]}
       figure: {x: steps, title: ...}           # reports/figures/<name>.png (x: grid key)
-      seeds: 3
+      seeds: 3                                 # runs per point
+      batch: 1                                 # optional: seeds trained as one batched model
       data_grid: {length: [10, 20]}            # optional: dataset options (the generated
                                                # Chains' length) or `split` (Amazon's label
                                                # ratio), crossed with every curve
@@ -25,9 +26,9 @@ figure's data), ``results/<name>.json`` (cells), ``metrics/<name>.json`` (all po
 ``reports/figures/<name>.png``. A curve without ``grid`` is drawn as a horizontal line (e.g. the
 closed-form solution). Grid and data-grid keys together name a point (label, figure axis).
 Before the runs start, one epoch of each configuration is timed (:mod:`twirls.train.budget`):
-over ``budget_hours`` the stage runs nothing and its cells and figure say why. With
-``train.batch`` above 1, each point's seeds train that many at a time as one batched model where
-the model allows it (:func:`twirls.train.experiment.seed_runs`; the same protocol, other dropout
+over ``budget_hours`` the stage runs nothing and its cells and figure say why. With ``batch``
+above 1, each point's seeds train that many at a time as one batched model where the model
+allows it (:func:`twirls.train.experiment.seed_runs`; the same protocol, other dropout
 masks).
 """
 
@@ -84,8 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.group
     params = open_stage(name)
     sweep = params[name]
-    seeds = int(sweep.get("seeds", params["train"]["seeds"]))
-    batch = int(params["train"]["batch"])
+    seeds, batch = int(sweep["seeds"]), int(sweep.get("batch", 1))
     for curve, spec in sweep["curves"].items():
         check_model(spec, f"{name} {curve}")
     devices = {curve: stage_device(params["device"], who=f"{name} {curve}")

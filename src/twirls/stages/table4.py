@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
                for g in graphs}
     if "attention" in params:
         entries = {k: with_attention(e, params["attention"]) for k, e in entries.items()}
-    cells, metrics, rows = run_attacked(stage, entries, params, args.raw, args.attacked)
+    batch = int(t4["batch"]) if twirls else 1  # the defenses train one fit a seed
+    cells, metrics, rows = run_attacked(stage, entries, params, args.raw, args.attacked, batch)
     StageOutputs(family, name).write(cells, metrics, rows)
     return 0
 

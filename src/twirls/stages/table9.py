@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{g}-T{t}" + ("" if v == "paper" else f"-{v}"): with_attention(
             table9_entry(t9, params["table4"], args.dataset, g, t, v), t9["attention"])
         for v in t9["variants"] for g in t9["graphs"] for t in t9["truncations"]}
-    cells, metrics, rows = run_attacked(stage, entries, params, args.raw, args.attacked)
+    cells, metrics, rows = run_attacked(stage, entries, params, args.raw, args.attacked,
+                                        int(t9["batch"]))
     StageOutputs("table9", args.dataset).write(cells, metrics, rows)
     return 0
 

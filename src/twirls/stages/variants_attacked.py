@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     exp = attacked_twirls_entry(params[FAMILY][args.entry], params["table4"])
     if "attention" in exp:
         exp = with_attention(exp, params.get("attention") or {})
-    cells, metrics, rows = run_attacked(stage, {"": exp}, params, args.raw, args.attacked)
+    cells, metrics, rows = run_attacked(stage, {"": exp}, params, args.raw, args.attacked,
+                                        int(params["table4"]["batch"]))
     StageOutputs(FAMILY, args.entry).write(cells, metrics, rows)
     return 0
 

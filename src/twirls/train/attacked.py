@@ -7,8 +7,9 @@ attack stage's output with the split it attacked; ``prognn`` is Pro-GNN's publis
 Meta-Self graph with Pro-GNN's split. A stage with several entries runs all their seeds in one pool
 of ``jobs`` worker processes (one stage per dataset rather than per graph: fewer process starts
 and fuller rounds), each run the same seeded computation as alone, so its score is bit-identical.
-With ``train.batch`` above 1, TWIRLS' seeds train that many at a time as one batched model
-(:mod:`twirls.train.batched`: the same protocol, other dropout masks).
+With ``batch`` above 1 (``table4.batch``, ``table9.batch``: set next to the seeds), TWIRLS' seeds
+train that many at a time as one batched model (:mod:`twirls.train.batched`: the same protocol,
+other dropout masks).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def with_attention(exp: dict[str, Any], attention: dict[str, Any]) -> dict[str, 
 def entry_runs(exp: dict[str, Any], data: GraphData, device: torch.device, batch: int = 1
                ) -> list[Callable[[], RunResult | list[RunResult]]]:
     """The seeded runs of one entry: a defense's fits or TWIRLS's training runs; with
-    ``batch`` (``train.batch``) above 1, TWIRLS's seeds ``batch`` at a time as one batched model
+    ``batch`` above 1, TWIRLS's seeds ``batch`` at a time as one batched model
     (:func:`twirls.train.experiment.seed_runs`), each returning its seeds' results."""
     seeds = int(exp["seeds"])
     if "defense" in exp:
@@ -90,18 +91,18 @@ def entry_runs(exp: dict[str, Any], data: GraphData, device: torch.device, batch
 
 
 def run_attacked(stage: str, entries: dict[str, dict[str, Any]], params: dict[str, Any],
-                 raw: Path, attacked: Path
+                 raw: Path, attacked: Path, batch: int = 1
                  ) -> tuple[list[Cell], dict[str, Any], list[dict[str, Any]]]:
     """Every seed of ``entries`` (by metrics key; ``""`` for a stage of one entry) in one pool;
     their cells, the stage's metrics (one entry's summary, else one per key) and their runs'
-    rows (:mod:`twirls.reports.runs`)."""
+    rows (:mod:`twirls.reports.runs`). ``batch``: TWIRLS' seeds per batched model
+    (:func:`entry_runs`; the stage's ``table4.batch`` or ``table9.batch``)."""
     entries = {k: {**e, "split": "attack"} for k, e in entries.items()}
     for e in entries.values():
         if "model" in e:
             check_model(e, stage)
     device = stage_device(params["device"], who=stage)
     jobs = resolve_jobs(params["jobs"], device)
-    batch = int(params.get("train", {}).get("batch", 1))
 
     graphs: dict[str, GraphData | str] = {}  # graph -> data, or the reason it is unavailable
     planned: dict[str, list[Callable[[], RunResult | list[RunResult]]]] = {}

@@ -153,10 +153,10 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
     also return the first run's trained weights (``SeedsResult.first_model``). ``before``:
     called with the runs (``seed_run`` partials) before any starts, e.g. the stage's budget
     check (:func:`twirls.train.budget.check_budget`), which may stop the stage. ``batch``
-    (``train.batch``): above 1, the seeds of each split train ``batch`` at a time as one
-    batched model (:func:`twirls.train.batched.run_seeds_batched`; the same protocol, other
-    dropout masks), where the model allows it; else, at 1, and with one seed per split (a
-    batch of one shares nothing), one seed per run."""
+    (``train.batch``, set next to ``train.seeds``): above 1, the seeds of each split train
+    ``batch`` at a time as one batched model (:func:`twirls.train.batched.run_seeds_batched`;
+    the same protocol, other dropout masks), where the model allows it; else, at 1, and with
+    one seed per split (a batch of one shares nothing), one seed per run."""
     args = _run_args(exp, data, seeds, device, progress=progress and jobs <= 1)
     runs: list[Callable[[], Any]] = [partial(seed_run, *a) for a in args]
     if before is not None:
@@ -166,7 +166,7 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
         why = not_batchable(inp, data.labels)
         if not why:
             return _batched(inp, data, seeds, batch, jobs, keep_first_model, progress)
-        print(f"train.batch: {exp['model']} on {data.name} trains one seed per run ({why})",
+        print(f"batch {batch}: {exp['model']} on {data.name} trains one seed per run ({why})",
               file=sys.stderr)
     if keep_first_model and runs:
         runs[0] = partial(_keeping_model, *args[0])
@@ -198,7 +198,8 @@ def seed_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.de
               batch: int = 1, progress: bool = True
               ) -> list[Callable[[], RunResult | list[RunResult]]]:
     """The runs of ``exp``, not yet started, for a pool (:func:`twirls.train.parallel.run_all`):
-    with ``batch`` (``train.batch``) above 1, ``batch`` seeds at a time as one batched model
+    with ``batch`` (set next to the seeds: ``train.batch``, a sweep's or Table 4/9's own) above
+    1, ``batch`` seeds at a time as one batched model
     (:func:`batched_runs`, each returning its seeds' results) where the model allows it (else it
     says why on stderr); else, and with one seed per split, one seed per run
     (:func:`experiment_runs`). Either way :func:`flat_results` of their outcomes are the runs
@@ -207,7 +208,7 @@ def seed_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.de
         runs = batched_runs(exp, data, seeds, device, batch)
         if not isinstance(runs, str):
             return runs
-        print(f"train.batch: {exp['model']} on {data.name} trains one seed per run ({runs})",
+        print(f"batch {batch}: {exp['model']} on {data.name} trains one seed per run ({runs})",
               file=sys.stderr)
     return experiment_runs(exp, data, seeds, device, progress=progress)
 
