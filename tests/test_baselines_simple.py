@@ -277,3 +277,22 @@ def test_sgc_seeds_reach_the_same_optimum_so_a_zero_std_is_real():
     assert (a - b).norm() < 1e-3 * a.norm()  # one optimum
     _, early = fit(1, 3)
     assert (early - a).norm() > 10 * (a - b).norm()  # not yet there after 3 epochs
+
+
+@pytest.mark.parametrize("normalized", [False, True])
+def test_closed_form_model_is_eq2_and_its_gradient_is_autograds(normalized):
+    """``twirls-closed-form``: ``(I + λL)⁻¹ f(X; W)`` (eq. 2), its backward through the stored
+    transpose ``Mᵀ`` giving autograd's gradient of ``M @ f``, bit for bit."""
+    ops = GraphOps.from_graph(connected_graph(6), dtype=torch.float32)
+    x = features(40, 6).float()
+    cfg = {"lam": 2.0, "mlp_before": 2, "hidden": 8, "normalized": normalized}
+    model = build_model("twirls-closed-form", cfg, 6, 3)
+    out = model(ops, x)
+    assert torch.allclose(out, closed_form(ops, model.f(x), 2.0, normalized=normalized),
+                          atol=1e-5)
+    out.square().sum().backward()
+    ours = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    (model.inverse(ops) @ model.f(x)).square().sum().backward()
+    assert all(torch.equal(a, p.grad) for a, p in zip(ours, model.parameters(), strict=True))
+    assert torch.equal(model.inverse_t(ops), model.inverse(ops).t())

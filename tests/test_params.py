@@ -138,6 +138,8 @@ def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):
     ("table9.truncations.inf", -2, "expected a number > 0"),
     ("table9.graphs", ["fast", "prognnn"], "unknown graph (did you mean 'prognn'?)"),
     ("table8.curves.TWIRLS-base.grid.steps", [], "expected a non-empty list of values"),
+    ("table8.curves.TWIRLS-base.seeds", 0, "table8.curves.TWIRLS-base.seeds = 0: expected an "
+                                           "integer >= 1"),
     ("table11.graph", "arxiv", "table11.graph = 'arxiv': unknown graph"),
     ("table5.datasets", ["cora", "citeser"], "unknown dataset (did you mean 'citeseer'?)"),
     ("tabel2", {}, "tabel2 = 'tabel2': unknown top-level key (did you mean 'table2'?)"),

@@ -166,3 +166,22 @@ def test_sweep_batch_trains_each_points_seeds_as_batches(tmp_path, monkeypatch, 
     assert fallback.equals(rows(1, gat).assign(seconds=fallback["seconds"]))
     assert "batch 2: gat on cora trains one seed per run (GAT is not supported" in (
         capsys.readouterr().err)
+
+
+def test_a_curve_with_its_own_seeds_runs_that_many_per_point(tmp_path, monkeypatch):
+    """Table 8's cells at 100 seeds, its diagnostic curves at 10: a curve's ``seeds`` overrides
+    the sweep's for its points (rows, metrics and cells' run counts), the others keep the
+    sweep's."""
+    write_planetoid(fetched(tmp_path, "cora"), "cora", num_features=20, num_unlabelled=600,
+                    num_test=300)
+    twirls = {"model": "twirls", "train_cfg": {"epochs": 2, "lr": 0.05},
+              "model_cfg": {"steps": 1, "lam": 1.0, "alpha": 1.0, "mlp_before": 1}}
+    sweep = {"dataset": "cora", "split": "public", "seeds": 1, "table": "s",
+             "curves": {"cells": {**twirls, "seeds": 3, "grid": {"steps": [1, 2]}},
+                        "other": {**twirls, "table": "s-other", "grid": {"steps": [1]}}}}
+    run_sweep(tmp_path, monkeypatch, sweep)
+    rows = pd.read_csv(tmp_path / "results" / "s.csv", keep_default_na=False)
+    per_point = rows.groupby(["model", "steps"])["seed"].apply(list).to_dict()
+    assert per_point == {("cells", 1): [0, 1, 2], ("cells", 2): [0, 1, 2], ("other", 1): [0]}
+    cells = json.loads((tmp_path / "results" / "s.json").read_text())
+    assert [(c["table"], c["runs"]) for c in cells] == [("s", 3), ("s", 3), ("s-other", 1)]

@@ -230,7 +230,9 @@ def check_sweep(path: str, sweep: Any) -> None:
     for name, curve in curves.items():
         where = f"{path}.curves.{name}"
         curve = mapping(where, curve)
-        keys(where, curve, ("model", "model_cfg", "train_cfg", "grid", "table"))
+        keys(where, curve, ("model", "model_cfg", "train_cfg", "grid", "table", "seeds"))
+        if "seeds" in curve:
+            check_seeds(f"{where}.seeds", curve["seeds"])
         if "table" in curve and not isinstance(curve["table"], str):
             fail(f"{where}.table", curve["table"], "expected a report table name")
         check_train_cfg(f"{where}.train_cfg", curve.get("train_cfg"))

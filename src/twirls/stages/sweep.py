@@ -10,12 +10,14 @@ The sweep is the group of the same name in ``params.yaml``::
       label: "TWIRLS-base[S={steps},alpha={alpha}]"
       curves:                                  # one or more models, each with its grid
         TWIRLS-base:
-          model: twirls                        # (a curve may name its own `table`)
+          model: twirls                        # (a curve may name its own `table`
+                                               # and `seeds`)
           model_cfg: {...}
           train_cfg: {...}
           grid: {steps: [8, 16, 32, 64], alpha: [0.1, 0.25, 0.5, 1.0]}
       figure: {x: steps, title: ...}           # reports/figures/<name>.png (x: grid key)
-      seeds: 3                                 # runs per point
+      seeds: 3                                 # runs per point (a curve's own `seeds`
+                                               # overrides it)
       batch: 1                                 # optional: seeds trained as one batched model
       data_grid: {length: [10, 20]}            # optional: dataset options (the generated
                                                # Chains' length) or `split` (Amazon's label
@@ -126,12 +128,13 @@ def main(argv: list[str] | None = None) -> int:
                                           status="no-data", note=reason))
                     continue
                 exp = sweep_entry(spec, model_point, split)
-                point_runs = experiment_runs(exp, data, seeds, devices[curve], progress=False)
+                count = int(spec.get("seeds", seeds))
+                point_runs = experiment_runs(exp, data, count, devices[curve], progress=False)
                 planned.append((curve, point, label, table, len(point_runs)))
                 row_keys.append((exp, split))
                 probes += point_runs
                 runs += (point_runs if batch <= 1 else
-                         seed_runs(exp, data, seeds, devices[curve], batch, progress=False))
+                         seed_runs(exp, data, count, devices[curve], batch, progress=False))
     if runs:
         try:  # one epoch of each curve timed (one seed a run): over budget_hours, nothing runs
             check_budget(name, probes, jobs, next(iter(devices.values())),

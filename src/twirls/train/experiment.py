@@ -161,13 +161,9 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
     runs: list[Callable[[], Any]] = [partial(seed_run, *a) for a in args]
     if before is not None:
         before(list(runs))
-    if batch > 1 and seeds > 1:
-        inp = run_inputs(exp, data, device, progress=False)
-        why = not_batchable(inp, data.labels)
-        if not why:
-            return _batched(inp, data, seeds, batch, jobs, keep_first_model, progress)
-        print(f"batch {batch}: {exp['model']} on {data.name} trains one seed per run ({why})",
-              file=sys.stderr)
+    inp = batch_inputs(exp, data, seeds, device, batch)
+    if inp is not None:
+        return _batched(inp, data, seeds, batch, jobs, keep_first_model, progress)
     if keep_first_model and runs:
         runs[0] = partial(_keeping_model, *args[0])
     results = run_all(runs, jobs, desc="runs", progress=progress)
@@ -177,21 +173,21 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
     return SeedsResult(results)
 
 
-def batched_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
-                 batch: int) -> list[Callable[[], list[RunResult]]] | str:
-    """:func:`experiment_runs` as batches of ``batch`` seeds of each split, in the same order
-    (:func:`twirls.train.batched.batch_runs`), not yet started; or why the model cannot train
-    that way (:func:`not_batchable`)."""
-    from twirls.train.batched import BatchConfig, batch_runs
-
+def batch_inputs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
+                 batch: int) -> RunInputs | None:
+    """The inputs (:func:`run_inputs`) of ``exp``'s runs when its seeds train ``batch`` at a
+    time as one batched model (:mod:`twirls.train.batched`); ``None`` when they train one seed
+    per run: ``batch`` 1, one seed per split (a batch of one shares nothing), or a model the
+    batched trainer lacks (:func:`not_batchable`, said in one line on stderr)."""
+    if batch <= 1 or seeds <= 1:
+        return None
     inp = run_inputs(exp, data, device, progress=False)
     why = not_batchable(inp, data.labels)
     if why:
-        return why
-    return [run for i, split in enumerate(inp.splits)
-            for run in batch_runs(inp.build, inp.ops, inp.x, data.labels, data.splits[split],
-                                  inp.cfg, [1000 * i + s for s in range(seeds)],
-                                  BatchConfig(batch=batch))]
+        print(f"batch {batch}: {exp['model']} on {data.name} trains one seed per run ({why})",
+              file=sys.stderr)
+        return None
+    return inp
 
 
 def seed_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
@@ -199,18 +195,20 @@ def seed_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.de
               ) -> list[Callable[[], RunResult | list[RunResult]]]:
     """The runs of ``exp``, not yet started, for a pool (:func:`twirls.train.parallel.run_all`):
     with ``batch`` (set next to the seeds: ``train.batch``, a sweep's or Table 4/9's own) above
-    1, ``batch`` seeds at a time as one batched model
-    (:func:`batched_runs`, each returning its seeds' results) where the model allows it (else it
-    says why on stderr); else, and with one seed per split, one seed per run
-    (:func:`experiment_runs`). Either way :func:`flat_results` of their outcomes are the runs
-    in :func:`experiment_runs`' order."""
-    if batch > 1 and seeds > 1:
-        runs = batched_runs(exp, data, seeds, device, batch)
-        if not isinstance(runs, str):
-            return runs
-        print(f"batch {batch}: {exp['model']} on {data.name} trains one seed per run ({runs})",
-              file=sys.stderr)
-    return experiment_runs(exp, data, seeds, device, progress=progress)
+    1, ``batch`` seeds of each split at a time as one batched model
+    (:func:`twirls.train.batched.batch_runs`, each returning its seeds' results) where
+    :func:`batch_inputs` allows it; else one seed per run (:func:`experiment_runs`). Either
+    way :func:`flat_results` of their outcomes are the runs in :func:`experiment_runs`'
+    order."""
+    from twirls.train.batched import BatchConfig, batch_runs
+
+    inp = batch_inputs(exp, data, seeds, device, batch)
+    if inp is None:
+        return experiment_runs(exp, data, seeds, device, progress=progress)
+    return [run for i, split in enumerate(inp.splits)
+            for run in batch_runs(inp.build, inp.ops, inp.x, data.labels, data.splits[split],
+                                  inp.cfg, [1000 * i + s for s in range(seeds)],
+                                  BatchConfig(batch=batch))]
 
 
 def flat_results(outcomes: list[RunResult | list[RunResult]]) -> list[RunResult]:
