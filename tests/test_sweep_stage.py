@@ -170,7 +170,7 @@ def test_sweep_batch_trains_each_points_seeds_as_batches(tmp_path, monkeypatch, 
 
 def test_a_curve_with_its_own_seeds_runs_that_many_per_point(tmp_path, monkeypatch):
     """Table 8's cells at 100 seeds, its diagnostic curves at 10: a curve's ``seeds`` overrides
-    the sweep's for its points (rows, metrics and cells' run counts), the others keep the
+    the sweep's for its points (its rows and its cells' run counts), the others keep the
     sweep's."""
     write_planetoid(fetched(tmp_path, "cora"), "cora", num_features=20, num_unlabelled=600,
                     num_test=300)
