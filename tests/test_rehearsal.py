@@ -423,6 +423,33 @@ def test_committed_rehearsal_covers_every_large_data_stage_under_16_gb():
     assert max(s["peak_rss_gb"] for s in recorded.values()) < 16.0
 
 
+def test_committed_rehearsal_estimates_the_runs_params_yaml_asks_for():
+    """Each stage's estimate in ``rehearsal.json`` counts the epochs, seeds and runs of today's
+    params: a change of seeds (``train.seeds: 100``) or epochs makes it stale, and
+    ``python -m twirls.rehearsal.run --only <stage>`` must measure that stage again."""
+    report = json.loads((REPO / "reports" / "benchmarks" / "rehearsal.json").read_text())
+    recorded = {s["stage"]: s["full_run"] for s in report["stages"]}
+    size = ("epochs", "seeds", "grid_points", "runs")
+    stale = {p.stage: (f"recorded {[recorded[p.stage].get(k) for k in size]}, "
+                       f"params {[p.full.get(k) for k in size]} ({', '.join(size)})")
+             for p in all_plans(read_all(REPO)) if p.full and p.stage in recorded
+             and any(recorded[p.stage].get(k) != p.full.get(k) for k in size)}
+    assert not stale, stale
+
+
+def test_a_curves_own_seeds_size_its_real_run_and_its_rehearsal_runs_one():
+    real = read_all(REPO)
+    real["figure3"]["curves"]["GCN"]["seeds"] = 7
+    plans = {p.stage: p for p in all_plans(real)}
+    points = len(real["figure3"]["data_grid"]["split"])
+    assert plans["figure3[GCN]"].full["seeds"] == 7
+    assert plans["figure3[GCN]"].full["runs"] == 7 * points
+    assert plans["figure3[SGC]"].full["seeds"] == real["figure3"]["seeds"]
+    budget = plans["figure3[GCN]"].params(real, 1)
+    assert budget["figure3"]["curves"]["GCN"]["seeds"] == 1
+    check_params(budget)
+
+
 @pytest.mark.parametrize(("gpu_peak", "device"), [(1.58, "cuda"), (None, "unknown")])
 def test_a_stage_stopped_before_its_metrics_says_where_it_ran(gpu_peak, device):
     """A stage killed at its time limit writes no metrics: nvidia-smi's samples of its process

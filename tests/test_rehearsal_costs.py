@@ -120,7 +120,7 @@ def gpu_report(**extra: Any) -> dict[str, Any]:
         stage("figure3[IGNN]", 36000.0, dataset="amazon", device="cuda:0", epochs=5000, runs=15),
         failed("figure3[GAT]", "error: figure3: GAT needs DGL (pip install dgl)",
                dataset="amazon"),
-        stage("figure3[SGC]", 7200.0, dataset="amazon", device="cpu"), **extra)
+        stage("figure3[SGC]", 7200.0, dataset="amazon", device="cpu", runs=15), **extra)
 
 
 def test_gpu_column_from_a_gpu_rehearsal():
@@ -150,6 +150,18 @@ def test_gpu_column_from_a_gpu_rehearsal():
     # the CPU columns do not move
     alone = rows_by_part(Inputs(cpu, PIPELINE))
     assert all(alone[k].cpu == rows[k].cpu and alone[k].gpu == NOT_MEASURED for k in alone)
+
+
+def test_gpu_stages_sized_for_other_runs_than_todays_params_say_so():
+    """A GPU rehearsal from before a change of seeds (Pubmed's GCN at 10 seeds; the CPU
+    rehearsal, which follows today's params, at 100) is named with both counts, not silently
+    summed as if it were today's run."""
+    cpu = report(stage("table2@pubmed-gcn", 18000.0, epochs=500, runs=100), *PUBMED[1:])
+    cell = rows_by_part(Inputs(cpu, PIPELINE, gpu_report()))["Pubmed"].gpu
+    assert cell.endswith("sized for other runs than rehearsal.json (today's params): "
+                         "`table2@pubmed-gcn` (10 of 100))")
+    same = rows_by_part(Inputs(report(*PUBMED), PIPELINE, gpu_report()))["Pubmed"].gpu
+    assert "sized for other runs" not in same
 
 
 def test_gpu_rows_not_run_there_and_table11_from_the_gpu_benchmark():

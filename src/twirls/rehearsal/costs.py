@@ -352,9 +352,13 @@ def gpu_name(inputs: Inputs, records: list[dict[str, Any]] = ()) -> str:
 
 
 def gpu_notes(expected: list[str], records: list[dict[str, Any]],
-              not_run: list[dict[str, Any]], late: list[str]) -> list[str]:
+              not_run: list[dict[str, Any]], late: list[str],
+              runs: dict[str, Any] | None = None) -> list[str]:
     """What of the row did not run on the GPU: stages missing from ``rehearsal-gpu.json``,
-    listed there as not run or out of time, failed there, or run on the CPU there."""
+    listed there as not run or out of time, failed there, or run on the CPU there; and the
+    stages it sized for other runs (seeds x points) than ``runs`` (stage -> runs in
+    ``rehearsal.json``, which follows today's params)."""
+    runs = runs or {}
     names = {str(r.get("stage")) for r in records}
     skipped = {str(n.get("stage")): str(n.get("reason", "")) for n in not_run}
     missing = [s for s in expected if s not in names and s not in skipped and s not in late]
@@ -363,6 +367,12 @@ def gpu_notes(expected: list[str], records: list[dict[str, Any]],
         notes.append(f"not in {GPU_REHEARSAL}: " + ", ".join(f"`{s}`" for s in missing))
     notes += late_note([s for s in late if s not in names])
     notes += failed_note(records, "failed there")
+    short = [f"`{r['stage']}` ({r['full_run']['runs']} of {runs[r['stage']]})"
+             for r in records if estimate(r) is not None and isinstance(r.get("full_run"), dict)
+             and runs.get(r.get("stage")) not in (None, r["full_run"].get("runs"))]
+    if short:
+        notes.append(f"sized for other runs than {REHEARSAL} (today's params): "
+                     + ", ".join(short))
     cpu = [r for r in records if estimate(r) is not None and not on_cuda(r)]
     if cpu:
         notes.append(f"ran on the CPU there: {listed(cpu)}")
@@ -388,7 +398,9 @@ def gpu_cell(spec: RowSpec, expected: list[str], inputs: Inputs) -> str:
         notes = gpu_notes([], records, not_run, late) if records or not_run or late else []
         return NOT_MEASURED + (f" ({'; '.join(notes)})" if notes else "")
     expected = expected or [str(r.get("stage")) for r in records]
-    notes = timing_notes(ok, gpu=True) + gpu_notes(expected, records, not_run, late)
+    runs = {s.get("stage"): (s.get("full_run") or {}).get("runs")
+            for s in inputs.rehearsal.get("stages", [])}
+    notes = timing_notes(ok, gpu=True) + gpu_notes(expected, records, not_run, late, runs)
     peaks = [r["gpu_peak_gb"] for r in ok if isinstance(r.get("gpu_peak_gb"), (int, float))]
     if peaks:
         notes.insert(0, f"GPU memory up to {gb(max(peaks))}")
@@ -506,10 +518,17 @@ def budgets(report: dict[str, Any] | None) -> str:
 
 
 def rehearsal_text(rehearsal: dict[str, Any]) -> str:
-    """How the CPU column was estimated (the rehearsal's epochs and length from its file)."""
+    """How the CPU column was estimated (the rehearsal's epochs, length and median load average
+    from its file; "several runs" when its last call re-measured some stages, `--only`)."""
     wall = rehearsal.get("rehearsal_wall_seconds")
-    run = (f"one {round(wall / 60)}-minute run" if isinstance(wall, (int, float))
-           else "one run")
+    minutes = f"{round(wall / 60)}-minute " if isinstance(wall, (int, float)) else ""
+    run = f"one {minutes}run"
+    if "--only" in str(rehearsal.get("command", "")):  # a later call re-measured some stages
+        run = f"several runs, the latest a {minutes}run of some stages"
+    loads = sorted(r["load_average_1min"] for s in rehearsal.get("stages", [])
+                   for r in s.get("runs", []) if isinstance(r.get("load_average_1min"),
+                                                            (int, float)))
+    load = f"load average about {loads[len(loads) // 2]:.1f}" if loads else "load average unknown"
     return (
         "Pubmed's `allx`, ogbn-arxiv, Amazon and the PKU training file are not reachable here, "
         "so their stages were rehearsed: `make rehearsal` writes files in their real formats at "
@@ -518,7 +537,7 @@ def rehearsal_text(rehearsal: dict[str, Any]) -> str:
         f"{budgets(rehearsal)} epochs, which gives each stage's seconds per epoch, fixed "
         "overhead and peak RSS (`reports/benchmarks/rehearsal.json`). The full-run figures "
         "below extrapolate those to the real epochs and seeds of `params.yaml` (estimates from "
-        f"{run}, load average about 1.3 on the 2 cores; loaded runs moved per-epoch times by "
+        f"{run}, {load} on the 2 cores; loaded runs moved per-epoch times by "
         "up to ~40%; patience may stop runs earlier). Each curve of Figure 3 is rehearsed alone "
         "(`figure3[IGNN]`), since the curves train for different numbers of epochs.")
 

@@ -7,10 +7,11 @@ files; only ``params.yaml`` differs, and only in the keys that set the budget:
 * ``<group>@<name>`` of a train-kind group (``table2``, ``table10``, ...): ``train.seeds`` and
   ``<group>.<name>.seeds`` -> 1, ``<group>.<name>.train_cfg.epochs`` -> the budget;
 * ``<group>[<curve>]``, one curve of a sweep group (``figure3[IGNN]``): the other curves
-  dropped, ``seeds`` -> 1, the curve's ``train_cfg.epochs`` -> the budget, and the
-  ``data_grid`` cut to its first value (Amazon: label ratio 0.05 only; every ratio trains the
-  same model on the same graph, so a point costs the same; the model grid all runs). The real
-  run's cost is then extrapolated to every point with the curve's own epochs;
+  dropped, ``seeds`` (the sweep's, and the curve's own if it sets them) -> 1, the curve's
+  ``train_cfg.epochs`` -> the budget, and the ``data_grid`` cut to its first value (Amazon:
+  label ratio 0.05 only; every ratio trains the same model on the same graph, so a point costs
+  the same; the model grid all runs). The real run's cost is then extrapolated to every point
+  with the curve's own epochs;
 * ``table11``: ``epochs`` -> the budget, ``warmup`` -> 0 (one budget epoch = one training round
   of all ten models);
 * ``table5[<dataset>]``: ``table5.datasets`` -> the one dataset, so each loader is measured
@@ -106,6 +107,8 @@ class StagePlan:
                 sweep["data_grid"] = {k: list(v)[:1] for k, v in sweep["data_grid"].items()}
             for spec in sweep["curves"].values():
                 spec["train_cfg"] = {**(spec.get("train_cfg") or {}), "epochs": int(epochs)}
+                if "seeds" in spec:  # a curve's own seeds
+                    spec["seeds"] = 1
         elif self.kind == "timing":
             p[self.group]["epochs"] = int(epochs)
             p[self.group]["warmup"] = 0
@@ -154,10 +157,11 @@ def sweep_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePl
             model_points = _grid_size(spec.get("grid"))
             points = data_points * model_points
             epochs = int((spec.get("train_cfg") or {}).get("epochs", 500))
+            count = int(spec.get("seeds", seeds))  # a curve may set its own seeds
             out.append(StagePlan(f"{group}[{curve}]", "sweep", curve, sweep["dataset"],
                                  model_points, {
-                "epochs": epochs, "seeds": seeds, "grid_points": points,
-                "runs": seeds * points,
+                "epochs": epochs, "seeds": count, "grid_points": points,
+                "runs": count * points,
                 "note": f"curve {curve} alone: {data_points} data point(s) x {model_points} "
                         "model point(s); measured on the first data point"}))
     return out
