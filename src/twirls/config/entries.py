@@ -22,6 +22,12 @@ def train_entry(entry: dict[str, Any]) -> dict[str, Any]:
     return with_dataset_defaults(entry)
 
 
+def curve_seeds(spec: dict[str, Any], seeds: int) -> int:
+    """Runs per point of one curve of a sweep group: the curve's own ``seeds``, else the
+    sweep's ``seeds``."""
+    return int(spec.get("seeds", seeds))
+
+
 def sweep_entry(spec: dict[str, Any], point: dict[str, Any], split: str) -> dict[str, Any]:
     """The entry of one curve of a sweep group (``table8``, ``figure2``, ...) at one grid point
     of its model (``point``, e.g. ``{"steps": 8, "alpha": 0.1}``, set over its ``model_cfg``),

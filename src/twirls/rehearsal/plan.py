@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from twirls.config.entries import train_entry
+from twirls.config.entries import curve_seeds, train_entry
 from twirls.config.schema import MODEL_GROUPS, SWEEP_GROUPS, TRAIN_GROUPS
 
 #: datasets the rehearsal generates (twirls.rehearsal.generate.WRITERS)
@@ -157,7 +157,7 @@ def sweep_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePl
             model_points = _grid_size(spec.get("grid"))
             points = data_points * model_points
             epochs = int((spec.get("train_cfg") or {}).get("epochs", 500))
-            count = int(spec.get("seeds", seeds))  # a curve may set its own seeds
+            count = curve_seeds(spec, seeds)
             out.append(StagePlan(f"{group}[{curve}]", "sweep", curve, sweep["dataset"],
                                  model_points, {
                 "epochs": epochs, "seeds": count, "grid_points": points,

@@ -42,7 +42,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from twirls.config.entries import sweep_entry
+from twirls.config.entries import curve_seeds, sweep_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.reports.results import Cell, read_paper
 from twirls.reports.runs import run_rows, selector
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                                           status="no-data", note=reason))
                     continue
                 exp = sweep_entry(spec, model_point, split)
-                count = int(spec.get("seeds", seeds))
+                count = curve_seeds(spec, seeds)
                 point_runs = experiment_runs(exp, data, count, devices[curve], progress=False)
                 planned.append((curve, point, label, table, len(point_runs)))
                 row_keys.append((exp, split))
