@@ -11,7 +11,14 @@ import sys
 import pytest
 import yaml
 
-from twirls.config.entries import attacked_twirls_entry, table4_entry, table9_entry, train_entry
+from twirls.config.entries import (
+    TABLE4_GRAPH,
+    attacked_twirls_entry,
+    table4_entry,
+    table4_graphs,
+    table9_entry,
+    train_entry,
+)
 from twirls.config.schema import ATTACKED_GROUPS, TRAIN_GROUPS, ConfigError, check_params
 from twirls.data.defaults import DATASET_DEFAULTS
 from twirls.data.registry import LOADERS
@@ -79,6 +86,20 @@ def test_table4_grid_composes_complete_entries():
                                 "variant": "reference"}
 
 
+def test_table4s_twirls_stages_split_the_graphs_so_attention_reruns_table4s_cells_only():
+    """`table4-twirls@` runs Table 4's own graph (global `attention`), `table4-twirls-extra@`
+    every other graph of `table4.graphs` (`table4.extra_attention`), TWIRLS-base all of them;
+    the two TWIRLS stages cover each graph once, none when the list has no other."""
+    graphs = PARAMS["table4"]["graphs"]
+    assert table4_graphs(graphs, "twirls-base") == graphs == ["fast", "clean", "prognn"]
+    assert table4_graphs(graphs, "twirls") == [TABLE4_GRAPH] == ["fast"]
+    assert table4_graphs(graphs, "twirls", extras=True) == ["clean", "prognn"]
+    assert table4_graphs(["prognn", "fast"], "twirls", extras=True) == ["prognn"]
+    assert table4_graphs(["fast"], "twirls", extras=True) == []
+    with pytest.raises(ValueError, match="extras"):
+        table4_graphs(graphs, "twirls-base", extras=True)
+
+
 def with_value(path: str, value) -> dict:
     params = copy.deepcopy(PARAMS)
     *parents, last = path.split(".")
@@ -131,6 +152,8 @@ def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):
     ("train.batch", 0, "train.batch = 0: expected an integer >= 1"),
     ("table8.batch", 0, "table8.batch = 0: expected an integer >= 1"),
     ("table4.batch", 2.5, "table4.batch = 2.5: expected an integer >= 1"),
+    ("table4.extra_attention.p", 3, "table4.extra_attention.p = 3: expected a number >= 0 and "
+                                    "<= 2"),
     ("table9.batch", "5", "table9.batch = '5': expected an integer >= 1"),
     ("figure2.seeds", None, "figure2.seeds = None: expected an integer >= 1"),  # a sweep's own
     ("table4.defenses", ["gcn", "gnnguar"], "unknown defense (did you mean 'gnnguard'?)"),

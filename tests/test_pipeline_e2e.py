@@ -38,6 +38,7 @@ def test_dag_shows_the_stages(repo):
     dag = dvc(repo, "dag").stdout
     for stage in ("check-params", "fetch@cora", "fetch@pubmed", "table5", "table3@texas-twirls",
                   "table4@nettack-cora-fast-gcn-jaccard", "table4-twirls@nettack-cora",
+                  "table4-twirls-extra@nettack-cora",
                   "table9@nettack-cora", "report"):
         assert stage in dag
 
@@ -176,7 +177,8 @@ def test_attention_experiment_reruns_only_attention_stages(repo):
     # check-params rechecks the params (a second)
     ran = {s for s in ran if s != "check-params"}
     # exactly the stages that declare `attention` (and the report, which reads their results);
-    # Table 9 pins its own attention, so it is not among them
+    # Table 9 and Table 4's extra tables (table4-twirls-extra@, the clean graph here) pin their
+    # own attention, so they are not among them
     assert ran == {"table4-twirls@nettack-cora", "attention-figures", "energy", "report"}
     shown = dvc(repo, "exp", "show", "--csv").stdout
     assert "attention.p" in shown and "0.2" in shown

@@ -93,6 +93,29 @@ def test_compare_tree_prefers_rows_where_both_sides_have_them(tmp_path):
         ("results/figure2.csv", 0), ("results/figure2.csv", 1)]
 
 
+def test_runs_that_moved_to_a_new_stage_are_compared_with_the_stage_that_ran_them(tmp_path):
+    """A stage split in two (``table4-twirls@`` -> ``+ table4-twirls-extra@``): the new stage's
+    rows file has no past of its own, so its runs are matched in every committed rows file."""
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    old_dir, new_dir = tmp_path / "results" / "old", tmp_path / "results" / "new"
+    old_dir.mkdir(parents=True)
+    (old_dir / "a.json").write_text("[]")
+    (old_dir / "a.csv").write_text(sweep_rows([80.0, 81.0, 82.0, 83.0]))
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    new_dir.mkdir()
+    (new_dir / "a.json").write_text("[]")
+    (new_dir / "a.csv").write_text(sweep_rows([80.0, 81.0, 82.0, 84.0]))  # one run moved
+    rows = compare_tree(tmp_path / "results", "HEAD", tmp_path)
+    moved = {(r["file"], r["model"]): r["runs_moved"] for r in rows}
+    assert moved[("results/new/a.csv", "TWIRLS-base {'steps': '16'}")] == 1
+    assert moved[("results/new/a.csv", "TWIRLS-base {'steps': '8'}")] == 0
+    assert compare_tree(new_dir / "a.json", "HEAD", tmp_path) == []  # one file: no pool
+
+
 def test_status_and_claim_changes_between_two_reports():
     head = "table,dataset,model,metric,mean,std,runs,paper_mean,paper_std,delta,status\n"
     old = head + ("t,cora,GCN,accuracy,80.0,1,10,81.5,,-1.5,differs\n"

@@ -8,7 +8,8 @@ comparison measures how far a rerun on another machine moves the cells (CPU gene
 float32 kernels differently).
 
 ``python -m twirls.bench.rerun_diff --ref HEAD [--results DIR] [--out FILE]``: every cell of every
-``*.json`` under ``DIR`` (default ``results``) whose file exists at ``--ref``; prints a summary and
+``*.json`` under ``DIR`` (default ``results``) whose file exists at ``--ref``, and the runs of a
+stage new since ``--ref`` that an older stage ran (a stage split in two); prints a summary and
 writes JSON (cells, the runs that moved, the largest moves of the mean, the cells moved per
 table). It also sets the report beside its ``--ref`` version: the cells of
 ``reports/results.csv`` whose status changed, and the claims of ``reports/README.md`` whose
@@ -120,15 +121,39 @@ def compare_rows(old_csv: str, new_csv: str) -> list[dict[str, Any]]:
     return out
 
 
+def committed_rows(results: Path, ref: str, repo: Path, columns: list[str]) -> str | None:
+    """The rows, at ``ref``, of every stage under ``results`` whose rows file has ``columns``,
+    as one CSV text (None when none has): where a stage's rows were before a stage was split or
+    renamed (``table4-twirls@`` -> ``table4-twirls-extra@``)."""
+    listed = subprocess.run(["git", "ls-tree", "-r", "--name-only", ref, "--",
+                             results.relative_to(repo).as_posix()], cwd=repo,
+                            capture_output=True, text=True)
+    texts = [committed_text(Path(name), ref, repo) for name in listed.stdout.split()
+             if name.endswith(".csv")]
+    header = ",".join(columns)
+    bodies = [t.split("\n", 1)[1] for t in texts
+              if t is not None and t.split("\n", 1)[0].strip() == header]
+    return header + "\n" + "".join(bodies) if bodies else None
+
+
 def compare_tree(results: Path, ref: str, repo: Path) -> list[dict[str, Any]]:
     """:func:`compare_cells` over every results file (``results``: a folder or one file) that
-    ``ref`` also has; :func:`compare_rows` instead where both have the stage's rows."""
+    ``ref`` also has; :func:`compare_rows` instead where both have the stage's rows. A stage's
+    rows file that ``ref`` lacks is matched, run by run, against the rows of every stage at
+    ``ref`` (:func:`committed_rows`), so runs that moved to a new stage are compared too."""
     rows = []
     for path in [results] if results.is_file() else sorted(results.rglob("*.json")):
         text = committed_text(path.relative_to(repo), ref, repo)
-        if text is None:
-            continue
         runs_path = path.with_suffix(".csv")
+        if text is None:
+            if runs_path.is_file() and results.is_dir():
+                new_runs = runs_path.read_text()
+                columns = new_runs.split("\n", 1)[0].strip().split(",")
+                old_runs = committed_rows(results, ref, repo, columns)
+                if old_runs is not None:
+                    rows += [{"file": runs_path.relative_to(repo).as_posix(), **row}
+                             for row in compare_rows(old_runs, new_runs)]
+            continue
         old_runs = (committed_text(runs_path.relative_to(repo), ref, repo)
                     if runs_path.is_file() else None)
         if old_runs is not None:

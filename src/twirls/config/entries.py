@@ -16,6 +16,10 @@ from twirls.data.defaults import with_dataset_defaults
 #: ``table4`` model names that are our TWIRLS rather than a DeepRobust/GNNGuard defense.
 TWIRLS_ROWS = ("twirls-base", "twirls")
 
+#: The graph of Table 4's own cells (our Mettack); TWIRLS on the others fills extra tables,
+#: with the attention pinned in ``table4.extra_attention`` (stage ``table4-twirls-extra@``).
+TABLE4_GRAPH = "fast"
+
 
 def train_entry(entry: dict[str, Any]) -> dict[str, Any]:
     """An entry of a train-kind group (``table2``, ``table3``, ``table10``, ``variants``)."""
@@ -40,7 +44,8 @@ def table4_entry(table4: dict[str, Any], dataset: str, graph: str, model: str
     """One cell of Table 4's dataset x graph x model grid.
 
     ``model`` is a defense (``table4.defenses``) or ``twirls-base`` / ``twirls`` (the attention
-    itself is added by the stage from the global ``attention`` params). ``table4`` holds only
+    itself is added by the stage: the global ``attention`` params on :data:`TABLE4_GRAPH`,
+    ``table4.extra_attention`` on the other graphs). ``table4`` holds only
     the keys the stage declares: ``tables.<graph>``, ``labels.<model>``, ``seeds.<model>`` and,
     for TWIRLS, ``twirls.<dataset>`` and ``also.<graph>``.
     """
@@ -56,6 +61,18 @@ def table4_entry(table4: dict[str, Any], dataset: str, graph: str, model: str
     else:
         entry["defense"] = model
     return with_dataset_defaults(entry)
+
+
+def table4_graphs(graphs: list[str], model: str, extras: bool = False) -> list[str]:
+    """The graphs of ``graphs`` (``table4.graphs``) that a TWIRLS stage of Table 4 runs:
+    TWIRLS-base every one (``table4-twirls-base@``); TWIRLS :data:`TABLE4_GRAPH`, Table 4's
+    own cells (``table4-twirls@``, the global ``attention``), or with ``extras`` the others
+    (``table4-twirls-extra@``, ``table4.extra_attention``)."""
+    if model == "twirls-base":
+        if extras:
+            raise ValueError("extras: TWIRLS-base runs every graph in one stage")
+        return list(graphs)
+    return [g for g in graphs if (g == TABLE4_GRAPH) != extras]
 
 
 def attacked_twirls_entry(entry: dict[str, Any], table4: dict[str, Any]) -> dict[str, Any]:

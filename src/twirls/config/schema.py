@@ -157,7 +157,7 @@ def check_table4(path: str, t4: Any) -> None:
     t4 = mapping(path, t4)
     rows = tuple(NAMES) + ("twirls-base", "twirls")
     keys(path, t4, ("datasets", "graphs", "defenses", "tables", "labels", "seeds", "batch",
-                    "also", "twirls"))
+                    "also", "twirls", "extra_attention"))
     if "datasets" in t4:
         names(f"{path}.datasets", t4["datasets"], ATTACKED_DATASETS, "dataset")
     if "graphs" in t4:
@@ -180,6 +180,8 @@ def check_table4(path: str, t4: Any) -> None:
     for graph, cells in mapping(f"{path}.also", t4.get("also", {})).items():
         choose(f"{path}.also.{graph}", graph, GRAPHS, "graph")
         check_cells(f"{path}.also.{graph}", cells)
+    if "extra_attention" in t4:
+        check_attention(f"{path}.extra_attention", t4["extra_attention"])
     for dataset, hyper in mapping(f"{path}.twirls", t4.get("twirls", {})).items():
         where = f"{path}.twirls.{dataset}"
         choose(where, dataset, ATTACKED_DATASETS, "dataset")

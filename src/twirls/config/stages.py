@@ -23,9 +23,9 @@ def stage_outputs(params: dict[str, Any]) -> dict[str, list[StageOutputs]]:
         cells = [(d, g) for d in t4["datasets"] for g in t4["graphs"]]
         out["table4@…"] = [StageOutputs("table4", f"{d}-{g}-{m}")
                            for d, g in cells for m in t4["defenses"]]
-        for model in TWIRLS_ROWS:  # one stage per dataset, over its graphs
-            out[f"table4-{model}@…"] = [StageOutputs(f"table4-{model}", d)
-                                        for d in t4["datasets"]]
+        # one stage per dataset, over its graphs (TWIRLS: Table 4's graph, then the others)
+        for family in (*(f"table4-{model}" for model in TWIRLS_ROWS), "table4-twirls-extra"):
+            out[f"{family}@…"] = [StageOutputs(family, d) for d in t4["datasets"]]
     t9 = params.get("table9")
     if t9:
         out["table9@…"] = [StageOutputs("table9", d) for d in t9["datasets"]]

@@ -56,8 +56,9 @@ def stage_stack(metrics: dict) -> str:
 def stage_device(metrics: dict) -> str | None:
     """The device a stage's metrics file records; None when the stage ran nothing (``no-data``).
 
-    A stage with several parts (the graphs of ``table4-twirls@``, the truncations of ``table9@``)
-    records one entry per part, each with its device: their devices, comma-separated."""
+    A stage with several parts (the graphs of ``table4-twirls-base@``, the truncations of
+    ``table9@``) records one entry per part, each with its device: their devices,
+    comma-separated."""
     if metrics.get("status", "ok") != "ok":
         return None
     if "device" in metrics:
