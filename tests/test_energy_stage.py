@@ -1,6 +1,6 @@
 """Stage ``energy``: energy traces of eq. 1 / eq. 12 (Lemma 3.3), on a small graph and on real Cora.
 
-The measurement (:mod:`twirls.models.energy_measure`) is checked on random graphs; the params
+The measurement (:mod:`twirls.reports.energy_measure`) is checked on random graphs; the params
 (:func:`twirls.config.schema.check_energy`, :func:`~twirls.config.schema.check_energy_entry`)
 on the committed ones with one value changed; the stage on real Cora, whose Planetoid files come
 from the offline mirror (``TWIRLS_DATA_MIRROR``, default ``<repo>/../shared/datasets``; the tests
@@ -21,9 +21,9 @@ from twirls.config.schema import ConfigError, check_params
 from twirls.data.graph import undirected_graph
 from twirls.data.registry import load_dataset
 from twirls.models.energy import closed_form, energy, jacobi_alpha_limit
-from twirls.models.energy_measure import max_relative_increase, measure
 from twirls.models.graph_ops import GraphOps
 from twirls.params import read_all
+from twirls.reports.energy_measure import max_relative_increase, measure
 from twirls.stages import energy as stage
 from twirls.stages import skeleton
 from twirls.train.checkpoint import load_checkpoint

@@ -1,6 +1,6 @@
 """The energy figure (stage ``energy``): energy per propagation step, with and without attention.
 
-Top: every trace of :func:`twirls.models.energy_measure.measure` over its value at
+Top: every trace of :func:`twirls.reports.energy_measure.measure` over its value at
 ``Y⁽⁰⁾ = f``. Bottom (log y): eq. 1 minus its minimum ``ℓ_Y(Y*)`` at the closed form of eq. 2;
 the eq. 12 traces minus their lowest value (for ``twirls-middle``: after its attention layer,
 where its Lemma 3.2 bound starts). The first ``S/2`` steps, where the single attention layer of

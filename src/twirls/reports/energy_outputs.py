@@ -1,5 +1,5 @@
 """The ``energy`` stage's files: ``results/energy/<dataset>.json`` (every trace and check of
-:func:`twirls.models.energy_measure.measure`, and the measured model), ``metrics/energy/
+:func:`twirls.reports.energy_measure.measure`, and the measured model), ``metrics/energy/
 <dataset>.json`` (its scalars for ``dvc metrics``, flags as 0/1, and the timings) and
 ``reports/figures/energy-per-step-<dataset>.png`` (:mod:`twirls.reports.energy_figure`).
 

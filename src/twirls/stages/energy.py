@@ -3,7 +3,7 @@
 TWIRLS' propagation is derived as descent on an energy; this stage measures that it is, for the
 ``f = f(X; W)`` of a trained TWIRLS-base: eq. 1 without attention (against its closed-form
 minimum, eq. 2), eq. 12 with IRLS attention before every step (Lemma 3.3) and with one attention
-layer after ``S/2`` steps as the models run (:mod:`twirls.models.energy_measure`).
+layer after ``S/2`` steps as the models run (:mod:`twirls.reports.energy_measure`).
 
 The model is the one the Table 2 stage ``table2@<entry>`` (``energy.entry``; e.g.
 ``table2@cora-twirls-base-k2``) trained in its first run, seed 0 on the entry's first split, and
@@ -28,8 +28,8 @@ import torch
 
 from twirls.config.entries import train_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
-from twirls.models.energy_measure import measure
 from twirls.models.graph_ops import GraphOps
+from twirls.reports.energy_measure import measure
 from twirls.reports.energy_outputs import summary_line, write_energy
 from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
 from twirls.train.checkpoint import load_checkpoint

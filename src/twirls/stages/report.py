@@ -1,7 +1,7 @@
 """Stage ``report``: ``reports/results.csv``, every table (md/csv/tex) and ``reports/README.md``.
 
 Inputs come from params, never from globbing: ``report.cells`` and ``report.figures``, plus the
-results file of every stage that the table groups define (:func:`twirls.config.stages.
+results file of every stage that the table groups define (:func:`twirls.reports.stage_outputs.
 stage_outputs`: ``results/table2/<name>.json`` for every entry of ``table2``, Table 4's grid, the
 sweeps' ``results/<sweep>.json`` whose ``metrics/<sweep>.json`` says whether its figure had data),
 and the ``metrics/`` file of each of those stages (and of ``energy``) for the device it ran on.
@@ -20,7 +20,6 @@ from pathlib import Path
 import pandas as pd
 
 from twirls.config.schema import SWEEP_GROUPS
-from twirls.config.stages import results_files, stage_outputs
 from twirls.files import write_text
 from twirls.reports.claims import Values, read_claims
 from twirls.reports.claims_section import claims_lines, verdicts
@@ -30,6 +29,7 @@ from twirls.reports.headline import headline, write_headline
 from twirls.reports.render import TABLES, write_index
 from twirls.reports.results import COLUMNS, build_results, read_cells, read_paper, with_primary
 from twirls.reports.scorecard import PAPER_STATUSES, scorecard, totals
+from twirls.reports.stage_outputs import results_files, stage_outputs
 from twirls.reports.sweep_points import read_sweep_points
 from twirls.stages.skeleton import entry, open_stage
 
