@@ -53,8 +53,8 @@ def small_graph(seed: int = 0, n: int = 40, m: int = 120) -> tuple[GraphOps, tor
 def stage_params(**energy) -> dict:
     """What ``open_stage("energy")`` reads: the declared params, with the tiny entry."""
     section = {"group": "table2", "entry": "cora-tiny", "dataset": "cora", "steps": 64,
-               "alpha": 1.0, **energy}
-    return {"threads": 1, "attention": ATTENTION, "energy": section,
+               "alpha": 1.0, "attention": ATTENTION, **energy}
+    return {"threads": 1, "energy": section,
             "table2": {"cora-tiny": TINY}}
 
 

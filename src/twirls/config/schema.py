@@ -34,7 +34,7 @@ VARIANTS = ("paper", "reference")
 DEVICES = ("auto", "cpu", "cuda")
 ATTACK_IMPLEMENTATIONS = ("fast", "deeprobust", "prognn")
 ATTACKED_DATASETS = ("nettack-cora", "nettack-citeseer")
-ENERGY_KEYS = ("group", "entry", "dataset", "steps", "alpha", "monotone_rtol")
+ENERGY_KEYS = ("group", "entry", "dataset", "steps", "alpha", "attention", "monotone_rtol")
 
 
 def _datasets() -> tuple[str, ...]:
@@ -266,8 +266,9 @@ def check_timing(path: str, cfg: Any) -> None:
 
 def check_energy(path: str, cfg: Any) -> None:
     """The ``energy`` section: which train entry's model it measures (``group``, ``entry``), the
-    dataset that names its outputs in ``dvc.yaml``, and the traces' ``steps``, ``alpha`` and
-    ``monotone_rtol``. That the entry exists and fits is :func:`check_energy_entry`."""
+    dataset that names its outputs in ``dvc.yaml``, and the traces' ``steps``, ``alpha``,
+    ``attention`` (``ρ`` of eq. 12) and ``monotone_rtol``. That the entry exists and fits is
+    :func:`check_energy_entry`."""
     cfg = mapping(path, cfg)
     keys(path, cfg, ENERGY_KEYS)
     for key in ENERGY_KEYS[:-1]:  # monotone_rtol has a default
@@ -280,6 +281,7 @@ def check_energy(path: str, cfg: Any) -> None:
     choose(f"{path}.dataset", cfg["dataset"], _datasets(), "dataset")
     number(f"{path}.steps", cfg["steps"], integer=True, lo=1)
     number(f"{path}.alpha", cfg["alpha"], lo=0, lo_open=True)
+    check_attention(f"{path}.attention", cfg["attention"])
     if "monotone_rtol" in cfg:
         number(f"{path}.monotone_rtol", cfg["monotone_rtol"], lo=0)
 

@@ -10,8 +10,9 @@ The model is the one the Table 2 stage ``table2@<entry>`` (``energy.entry``; e.g
 saved to ``models/table2/<entry>.pt``: loaded here, not trained again
 (:mod:`twirls.train.propagation_input`). The stage declares that entry's params, from which the
 model is built and which the saved file must match. ``λ`` is the model's; ``energy.steps`` /
-``energy.alpha`` are the traces' ``S`` and ``α``; the top-level ``attention`` gives ``ρ`` of
-eq. 12. Energies are computed in float64 on the CPU.
+``energy.alpha`` are the traces' ``S`` and ``α``; ``energy.attention`` gives ``ρ`` of eq. 12
+(pinned at Table 7's values, like the other extras, so ``dvc exp run -S attention.*`` does not
+rerun this stage). Energies are computed in float64 on the CPU.
 
 Writes ``results/energy/<dataset>.json``, ``metrics/energy/<dataset>.json`` and
 ``reports/figures/energy-per-step-<dataset>.png`` (:mod:`twirls.reports.energy_outputs`); if the
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                   "num_nodes": ops.n, "num_undirected_edges": ops.num_edges // 2,
                   "model": {"experiment": experiment, "model_cfg": exp["model_cfg"],
                             "train_cfg": exp.get("train_cfg") or {}, **run},
-                  **measure(ops, f, lam, float(cfg["alpha"]), cfg["steps"], params["attention"],
+                  **measure(ops, f, lam, float(cfg["alpha"]), cfg["steps"], cfg["attention"],
                             float(cfg.get("monotone_rtol", 1.0e-10)))}
     write_energy(args.out, result, trained_on)
     print(summary_line(result))
