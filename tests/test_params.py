@@ -154,6 +154,7 @@ def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):
     ("table4.batch", 2.5, "table4.batch = 2.5: expected an integer >= 1"),
     ("table4.extra_attention.p", 3, "table4.extra_attention.p = 3: expected a number >= 0 and "
                                     "<= 2"),
+    ("energy.attention.tau", 0, "energy.attention.tau = 0: expected a number > 0"),
     ("table9.batch", "5", "table9.batch = '5': expected an integer >= 1"),
     ("figure2.seeds", None, "figure2.seeds = None: expected an integer >= 1"),  # a sweep's own
     ("table4.defenses", ["gcn", "gnnguar"], "unknown defense (did you mean 'gnnguard'?)"),
