@@ -96,8 +96,6 @@ def test_table4s_twirls_stages_split_the_graphs_so_attention_reruns_table4s_cell
     assert table4_graphs(graphs, "twirls", extras=True) == ["clean", "prognn"]
     assert table4_graphs(["prognn", "fast"], "twirls", extras=True) == ["prognn"]
     assert table4_graphs(["fast"], "twirls", extras=True) == []
-    with pytest.raises(ValueError, match="extras"):
-        table4_graphs(graphs, "twirls-base", extras=True)
 
 
 def with_value(path: str, value) -> dict:

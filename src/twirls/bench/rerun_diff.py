@@ -121,19 +121,20 @@ def compare_rows(old_csv: str, new_csv: str) -> list[dict[str, Any]]:
     return out
 
 
-def committed_rows(results: Path, ref: str, repo: Path, columns: list[str]) -> str | None:
-    """The rows, at ``ref``, of every stage under ``results`` whose rows file has ``columns``,
-    as one CSV text (None when none has): where a stage's rows were before a stage was split or
+def committed_rows(results: Path, ref: str, repo: Path) -> dict[str, str]:
+    """The rows, at ``ref``, of every stage under ``results``, one CSV text per header (the
+    files with the same columns joined): where a stage's rows were before a stage was split or
     renamed (``table4-twirls@`` -> ``table4-twirls-extra@``)."""
     listed = subprocess.run(["git", "ls-tree", "-r", "--name-only", ref, "--",
                              results.relative_to(repo).as_posix()], cwd=repo,
                             capture_output=True, text=True)
-    texts = [committed_text(Path(name), ref, repo) for name in listed.stdout.split()
-             if name.endswith(".csv")]
-    header = ",".join(columns)
-    bodies = [t.split("\n", 1)[1] for t in texts
-              if t is not None and t.split("\n", 1)[0].strip() == header]
-    return header + "\n" + "".join(bodies) if bodies else None
+    bodies: dict[str, list[str]] = {}
+    for name in listed.stdout.split():
+        text = committed_text(Path(name), ref, repo) if name.endswith(".csv") else None
+        if text is not None:
+            header, _, body = text.partition("\n")
+            bodies.setdefault(header.strip(), []).append(body)
+    return {header: header + "\n" + "".join(parts) for header, parts in bodies.items()}
 
 
 def compare_tree(results: Path, ref: str, repo: Path) -> list[dict[str, Any]]:
@@ -142,14 +143,16 @@ def compare_tree(results: Path, ref: str, repo: Path) -> list[dict[str, Any]]:
     rows file that ``ref`` lacks is matched, run by run, against the rows of every stage at
     ``ref`` (:func:`committed_rows`), so runs that moved to a new stage are compared too."""
     rows = []
+    pool: dict[str, str] | None = None  # committed_rows, read once when first needed
     for path in [results] if results.is_file() else sorted(results.rglob("*.json")):
         text = committed_text(path.relative_to(repo), ref, repo)
         runs_path = path.with_suffix(".csv")
         if text is None:
             if runs_path.is_file() and results.is_dir():
                 new_runs = runs_path.read_text()
-                columns = new_runs.split("\n", 1)[0].strip().split(",")
-                old_runs = committed_rows(results, ref, repo, columns)
+                if pool is None:
+                    pool = committed_rows(results, ref, repo)
+                old_runs = pool.get(new_runs.partition("\n")[0].strip())
                 if old_runs is not None:
                     rows += [{"file": runs_path.relative_to(repo).as_posix(), **row}
                              for row in compare_rows(old_runs, new_runs)]

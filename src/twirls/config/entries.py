@@ -17,8 +17,10 @@ from twirls.data.defaults import with_dataset_defaults
 TWIRLS_ROWS = ("twirls-base", "twirls")
 
 #: The graph of Table 4's own cells (our Mettack); TWIRLS on the others fills extra tables,
-#: with the attention pinned in ``table4.extra_attention`` (stage ``table4-twirls-extra@``).
+#: with the attention pinned in ``table4.extra_attention`` (stage :data:`TABLE4_EXTRA`).
 TABLE4_GRAPH = "fast"
+#: The stage family of TWIRLS on Table 4's other graphs (``table4-twirls-extra@<dataset>``).
+TABLE4_EXTRA = "table4-twirls-extra"
 
 
 def train_entry(entry: dict[str, Any]) -> dict[str, Any]:
@@ -67,10 +69,8 @@ def table4_graphs(graphs: list[str], model: str, extras: bool = False) -> list[s
     """The graphs of ``graphs`` (``table4.graphs``) that a TWIRLS stage of Table 4 runs:
     TWIRLS-base every one (``table4-twirls-base@``); TWIRLS :data:`TABLE4_GRAPH`, Table 4's
     own cells (``table4-twirls@``, the global ``attention``), or with ``extras`` the others
-    (``table4-twirls-extra@``, ``table4.extra_attention``)."""
+    (:data:`TABLE4_EXTRA`, ``table4.extra_attention``)."""
     if model == "twirls-base":
-        if extras:
-            raise ValueError("extras: TWIRLS-base runs every graph in one stage")
         return list(graphs)
     return [g for g in graphs if (g == TABLE4_GRAPH) != extras]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from twirls.config.entries import TWIRLS_ROWS
+from twirls.config.entries import TABLE4_EXTRA, TWIRLS_ROWS
 from twirls.config.schema import ATTACKED_GROUPS, SWEEP_GROUPS, TRAIN_GROUPS
 from twirls.stages.skeleton import StageOutputs
 
@@ -24,7 +24,7 @@ def stage_outputs(params: dict[str, Any]) -> dict[str, list[StageOutputs]]:
         out["table4@…"] = [StageOutputs("table4", f"{d}-{g}-{m}")
                            for d, g in cells for m in t4["defenses"]]
         # one stage per dataset, over its graphs (TWIRLS: Table 4's graph, then the others)
-        for family in (*(f"table4-{model}" for model in TWIRLS_ROWS), "table4-twirls-extra"):
+        for family in (*(f"table4-{model}" for model in TWIRLS_ROWS), TABLE4_EXTRA):
             out[f"{family}@…"] = [StageOutputs(family, d) for d in t4["datasets"]]
     t9 = params.get("table9")
     if t9:

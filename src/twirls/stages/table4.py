@@ -15,7 +15,13 @@ from __future__ import annotations
 
 import sys
 
-from twirls.config.entries import TABLE4_GRAPH, TWIRLS_ROWS, table4_entry, table4_graphs
+from twirls.config.entries import (
+    TABLE4_EXTRA,
+    TABLE4_GRAPH,
+    TWIRLS_ROWS,
+    table4_entry,
+    table4_graphs,
+)
 from twirls.stages.skeleton import StageOutputs, attacked_parser, entry, open_stage
 from twirls.train.attacked import run_attacked, with_attention
 
@@ -34,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--model {args.model} needs --graph")
     if args.extras and args.model != "twirls":
         parser.error("--extras goes with --model twirls")
-    family = (f"table4-{args.model}" + ("-extra" if args.extras else "")) if twirls else "table4"
+    family = (TABLE4_EXTRA if args.extras else f"table4-{args.model}") if twirls else "table4"
     name = args.dataset if twirls else f"{args.dataset}-{args.graph}-{args.model}"
     stage = f"{family}@{name}"
     params = open_stage(stage)
