@@ -409,7 +409,7 @@ def test_attacked_twirls_trains_in_batches_with_train_batch():
     seeds are 2 batches (2 + 1 seeds) whose results, flattened in pool order, are the seeds in
     order and what train_batch gives for them; a model the batched trainer lacks runs one seed
     per run."""
-    from twirls.train.attacked import entry_runs
+    from twirls.stages.attacked import entry_runs
     from twirls.train.experiment import run_inputs
     from twirls.train.parallel import run_all
 

@@ -1,5 +1,5 @@
 """A stage times one epoch before its runs and skips them when its estimate is over
-``budget_hours`` (twirls.train.budget): the estimate's arithmetic, the message, that the probe
+``budget_hours`` (twirls.stages.budget): the estimate's arithmetic, the message, that the probe
 changes no result, and the CPU user's path through the real stages on the rehearsal's generated
 ogbn-arxiv and Amazon files."""
 
@@ -19,7 +19,7 @@ from twirls.data.registry import load_dataset
 from twirls.params import read_all, write_all
 from twirls.rehearsal import generate as gen
 from twirls.rehearsal.run import child_env, make_workspace
-from twirls.train.budget import OverBudget, check_budget, estimate, probe_seconds
+from twirls.stages.budget import OverBudget, check_budget, estimate, probe_seconds
 from twirls.train.experiment import experiment_runs
 from twirls.train.loop import TrainConfig, seed_run
 

@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from twirls.config.entries import train_entry
+from twirls.reports.propagation_input import propagation_input
 from twirls.stages import train
 from twirls.train.checkpoint import FORMAT, load_checkpoint, save_checkpoint
 from twirls.train.experiment import run_experiment, run_inputs
 from twirls.train.loop import seed_model_run
-from twirls.train.propagation_input import propagation_input
 
 from fixtures import toy_data, write_planetoid
 

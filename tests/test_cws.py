@@ -11,11 +11,11 @@ import torch
 from sklearn.metrics import f1_score
 
 from twirls.config.schema import ConfigError
+from twirls.config.table12 import check_table12
 from twirls.cws.batching import Sentences, batch_order, chain_graph, make_batch
-from twirls.cws.config import check_table12
 from twirls.cws.experiment import run_table12
 from twirls.cws.metrics import macro_f1
-from twirls.cws.models import build_tagger
+from twirls.cws.models import build_tagger, check_models
 from twirls.cws.protocols import (
     PAPER,
     STAND_IN,
@@ -241,15 +241,17 @@ def test_twirls_embedding_gets_gradient_through_propagation():
 # ---------------------------------------------------------------- config, cells, stage
 def test_check_table12():
     check_table12("table12", group())
+    check_models("table12.models", group()["models"])
     with pytest.raises(ConfigError, match="model"):
-        check_table12("table12", group(models={"X": {"model": "gcm"}}))
+        check_models("table12.models", {"X": {"model": "gcm"}})
     with pytest.raises(ConfigError, match="stand_in_fraction"):
         check_table12("table12", group(stand_in_fraction=1.0))
     with pytest.raises(ConfigError, match="epochs"):
         check_table12("table12", group(epochs={"paper": 1}))
     with pytest.raises(ConfigError, match="hiden"):
-        check_table12("table12", group(models={"X": {"model": "bilstm",
-                                                     "model_cfg": {"hiden": 3}}}))
+        check_models("table12.models", {"X": {"model": "bilstm", "model_cfg": {"hiden": 3}}})
+    with pytest.raises(ConfigError, match="modle"):
+        check_table12("table12", group(models={"X": {"modle": "gcn"}}))
 
 
 def test_stand_in_cells(pku_root):

@@ -24,11 +24,11 @@ from twirls.models.energy import closed_form, energy, jacobi_alpha_limit
 from twirls.models.graph_ops import GraphOps
 from twirls.params import read_all
 from twirls.reports.energy_measure import max_relative_increase, measure
+from twirls.reports.propagation_input import propagation_input
 from twirls.stages import energy as stage
 from twirls.stages import skeleton
 from twirls.train.checkpoint import load_checkpoint
 from twirls.train.experiment import run_experiment
-from twirls.train.propagation_input import propagation_input
 
 from fixtures import MIRROR, PLANETOID, REPO
 

@@ -83,7 +83,7 @@ def test_parallel_seeds_equal_sequential_bit_for_bit(model, model_cfg):
 
 @needs_deeprobust
 def test_parallel_defense_seeds_equal_sequential():
-    from twirls.train.attacked import entry_runs
+    from twirls.stages.attacked import entry_runs
 
     torch.set_num_threads(1)
     data = toy_data()

@@ -208,6 +208,21 @@ def test_check_params_stage_fails_fast_with_one_line_and_no_traceback(tmp_path):
     assert proc.returncode == 0 and out.exists(), proc.stderr
 
 
+def test_check_params_stage_builds_table12s_models(tmp_path):
+    """Table 12's models are checked by a trial build in the stages that read them
+    (``check-params``, ``table12``), not in every stage's schema check."""
+    bad = tmp_path / "params.yaml"
+    bad.write_text(yaml.safe_dump(with_value("table12.models.bi-LSTM.model_cfg.hiden", 3)))
+    out = tmp_path / "check.json"
+    proc = subprocess.run([sys.executable, "-m", "twirls.stages.check_params", "--params",
+                           str(bad), "--out", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 1 and not out.exists()
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: params/table12.yaml: table12.models.bi-LSTM.model_cfg") \
+        and "hiden" in line, line
+    check_params(with_value("table12.models.bi-LSTM.model_cfg.hiden", 3))  # the schema alone
+
+
 @needs("dvc", "DVC's own YAML dumper, which `dvc exp run -S` writes params files with")
 @pytest.mark.parametrize("path", ["params.yaml", *sorted(
     f"params/{p.name}" for p in (REPO / "params").glob("*.yaml"))])

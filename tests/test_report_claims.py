@@ -7,11 +7,12 @@ import json
 
 import pytest
 
+from twirls.cells import Cell, write_cells
 from twirls.reports.claims import Values, close_calls, evaluate, read_claims, verdict
 from twirls.reports.claims_section import verdict_counts, verdicts
 from twirls.reports.headline import headline, write_headline
 from twirls.reports.render import table_frame, write_index
-from twirls.reports.results import Cell, build_results, read_cells, read_paper, write_cells
+from twirls.reports.results import build_results, read_cells, read_paper
 from twirls.reports.scorecard import scorecard, totals
 from twirls.reports.sweep_points import paper_points
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from twirls.cells import Cell, write_cells
 from twirls.reports.explanations import read_explanations
 from twirls.reports.figures_index import FIGURES
 from twirls.reports.render import (
@@ -24,12 +25,10 @@ from twirls.reports.render import (
 )
 from twirls.reports.results import (
     COLUMNS,
-    Cell,
     build_results,
     read_cells,
     read_paper,
     status_of,
-    write_cells,
 )
 from twirls.stages.report import figures_present, sweeps_without_data
 
@@ -296,7 +295,7 @@ def test_stage_graph_collapses_to_families_for_mermaid():
 def test_table9s_primary_variant_fills_the_table_and_the_other_sits_beside_it():
     """The table9 stage writes the paper variant's cells to table9(-prognn) and the
     reference's to ...-reference; the report moves them by `table9.primary`."""
-    from twirls.reports.results import Cell, with_primary
+    from twirls.reports.results import with_primary
 
     paper = Cell("table9", "nettack-cora", "TWIRLS[T=2]", "accuracy", 70.0,
                  extra={"variant": "paper"})

@@ -14,7 +14,7 @@ from twirls.bench.rerun_diff import (
     status_changes,
     summary,
 )
-from twirls.reports.runs import runs_text
+from twirls.cells import runs_text
 
 
 def cell(model, runs, mean=None, metric="accuracy"):

@@ -1,4 +1,4 @@
-"""Every run is a row (``results/<group>/<name>.csv``, :mod:`twirls.reports.runs`): the rows of
+"""Every run is a row (``results/<group>/<name>.csv``, :mod:`twirls.cells`): the rows of
 each kind of stage hold the very per-run scores its cells summarise."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from twirls.reports.runs import columns, run_rows, unmatched_cells, write_runs
+from twirls.cells import columns, run_rows, write_runs
+from twirls.reports.runs import unmatched_cells
 from twirls.train.loop import RunResult, SeedsResult
 
 from fixtures import write_planetoid
@@ -91,7 +92,8 @@ def test_a_cell_its_rows_do_not_give_is_named():
 def test_the_report_takes_each_cells_numbers_from_its_rows(tmp_path):
     """``read_cells`` recomputes mean, std and runs from the rows beside the cells (found by
     ``extra.rows``), and refuses cells whose rows disagree."""
-    from twirls.reports.results import Cell, read_cells, write_cells
+    from twirls.cells import Cell, write_cells
+    from twirls.reports.results import read_cells
 
     rows = run_rows(result(0, 1), metric="accuracy", splits=["public"], device="cpu",
                     identity={"table": "t", "dataset": "d", "graph": "clean", "model": "M"},

@@ -12,7 +12,7 @@ import torch
 from twirls.models import build_model
 from twirls.params import read_all
 from twirls.reports.results import read_paper
-from twirls.train.timing import EpochTimer, count_parameters, random_graph, time_round_robin
+from twirls.timing import EpochTimer, count_parameters, random_graph, time_round_robin
 
 from fixtures import REPO
 

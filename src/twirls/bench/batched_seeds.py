@@ -49,7 +49,7 @@ from twirls.data.graph import GraphData
 from twirls.data.registry import load_dataset
 from twirls.files import write_json
 from twirls.params import read_all
-from twirls.train.attacked import attacked_graph, with_attention
+from twirls.stages.attacked import attacked_graph, with_attention
 from twirls.train.batched import BatchConfig, run_seeds_batched, train_batch
 from twirls.train.cpu import configure_cpu
 from twirls.train.device import pick_device

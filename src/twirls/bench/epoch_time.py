@@ -33,7 +33,7 @@ from torch import Tensor
 
 from twirls.data.graph import GraphData
 from twirls.models import GraphOps, build_model
-from twirls.train.timing import EpochTimer, arxiv_sized, random_graph, time_round_robin
+from twirls.timing import EpochTimer, arxiv_sized, random_graph, time_round_robin
 
 CORA = {"nodes": 2_708, "edges": 5_278, "features": 1_433, "classes": 7, "train": 140}
 

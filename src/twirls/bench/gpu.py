@@ -50,8 +50,8 @@ import yaml
 
 from twirls.files import write_json
 from twirls.models import GraphOps, build_model
+from twirls.timing import ARXIV, EpochTimer, count_parameters, random_task, time_round_robin
 from twirls.train.device import pick_device
-from twirls.train.timing import ARXIV, EpochTimer, count_parameters, random_task, time_round_robin
 
 REPO = Path(__file__).resolve().parents[3]
 PAPER_CSV = Path(__file__).resolve().parents[1] / "reports" / "paper_numbers.csv"
@@ -165,7 +165,7 @@ def time_models(models: dict[str, dict[str, Any]], sizes: dict[str, int], device
     ops = GraphOps.from_graph(g, device=device)
     x, labels, train = x_cpu.to(device), labels_cpu.to(device), train_cpu.to(device)
     which = "ogbn-arxiv's sizes" if sizes == ARXIV else "reduced sizes (--quick)"
-    graph = {"description": f"random graph with {which} (twirls.train.timing.random_task)",
+    graph = {"description": f"random graph with {which} (twirls.timing.random_task)",
              **sizes, "undirected_edges": g.num_edges() // 2,
              "seconds_to_build": round(time.perf_counter() - start, 2)}
     rows: dict[str, dict[str, Any]] = {}
@@ -264,7 +264,7 @@ def attack_graph(cora_raw: Path | None = None, *, seed: int = 1,
         desc = {"dataset": "nettack-cora", "source": str(path)}
         break
     else:
-        from twirls.train.timing import random_graph
+        from twirls.timing import random_graph
 
         rng = np.random.default_rng(seed)
         sizes = random_sizes or CORA
@@ -278,10 +278,10 @@ def attack_graph(cora_raw: Path | None = None, *, seed: int = 1,
         split = nettack.stratified_split(labels, seed=15)
         if random_sizes:
             desc = {"dataset": "random graph (reduced sizes, --quick)",
-                    "source": "twirls.train.timing.random_graph"}
+                    "source": "twirls.timing.random_graph"}
         else:
             desc = {"dataset": "random graph with nettack-Cora's sizes",
-                    "source": "twirls.train.timing.random_graph (nettack-Cora's cora.npz not "
+                    "source": "twirls.timing.random_graph (nettack-Cora's cora.npz not "
                               "found: " + "; ".join(tried) + ")"}
     train = split.train.numpy()
     unlabeled = np.union1d(split.val.numpy(), split.test.numpy())

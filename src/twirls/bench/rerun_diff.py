@@ -30,9 +30,9 @@ from typing import Any
 import pandas as pd
 
 from twirls.bench.pipeline import machine
+from twirls.cells import IDENTITY, MEASURED, PER_RUN
 from twirls.files import write_json
 from twirls.reports.results import SCORE_METRICS
-from twirls.reports.runs import IDENTITY, MEASURED, PER_RUN
 
 TOLERANCE = 1e-4  # percentage points: float32 accuracy vs the exact fraction differ by < 1e-5
 #: table ids before each paper table had one name (issue 26): old prefix -> today's; a

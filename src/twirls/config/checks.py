@@ -1,5 +1,5 @@
 """The one-line checks every params schema is built from (:mod:`twirls.config.schema`, and the
-groups that check their own section, e.g. :mod:`twirls.cws.config`): each raises
+groups that check their own section, e.g. :mod:`twirls.config.table12`): each raises
 :class:`ConfigError` naming the file, the key, the value and what is allowed."""
 
 from __future__ import annotations

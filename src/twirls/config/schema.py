@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from twirls.config.checks import ConfigError, choose, fail, keys, locate, mapping, names, number
+from twirls.config.table12 import check_table12
 
 __all__ = ["ConfigError", "check_params"]
 
@@ -375,12 +376,6 @@ def _report(path: str, value: Any) -> None:
             fail(f"{path}.{key}", items, "expected a list of names")
 
 
-def _table12(path: str, value: Any) -> None:
-    from twirls.cws.config import check_table12
-
-    check_table12(path, value)
-
-
 #: top-level key -> its check.
 SECTIONS: dict[str, Callable[[str, Any], None]] = {
     "threads": lambda p, v: number(p, v, integer=True, lo=1),
@@ -398,7 +393,7 @@ SECTIONS: dict[str, Callable[[str, Any], None]] = {
     **{group: _each(check_attacked_entry) for group in ATTACKED_GROUPS},
     "table9": check_table9,
     "table11": check_timing,
-    "table12": _table12,
+    "table12": check_table12,
     "energy": check_energy,
     "report": _report,
 }

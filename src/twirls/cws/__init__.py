@@ -8,5 +8,6 @@
 * :mod:`.protocols`: the paper's protocol (PKU training file + fastNLP embedding) or the
   labelled stand-in (train and test on disjoint parts of the PKU test gold).
 * :mod:`.experiment`: every model and seed of Table 12, as report cells.
-* :mod:`.config`: the ``table12`` params group and its check.
+* the ``table12`` params group and its check: :mod:`twirls.config.table12` (each model's name
+  and config: :func:`.models.check_models`).
 """

@@ -18,13 +18,12 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from twirls.cws.config import train_config
+from twirls.cells import Cell, run_rows
+from twirls.config.table12 import train_config
 from twirls.cws.models import build_tagger
 from twirls.cws.protocols import PAPER, CWSData, Protocol, choose_protocol, load_cws
 from twirls.cws.train import CWSRun, CWSTrainConfig, seeded_run
 from twirls.data.pku import EMBEDDING_DIM
-from twirls.reports.results import Cell
-from twirls.reports.runs import run_rows
 from twirls.train.loop import SeedsResult
 
 TABLE, DATASET, METRIC = "table12", "pku", "macro_f1"

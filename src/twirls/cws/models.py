@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pad_sequence
 
+from twirls.config.checks import ConfigError, choose, locate, mapping
 from twirls.cws.batching import SentenceBatch
 from twirls.data.pku import TAGS
 from twirls.models import TWIRLS, build_model
@@ -134,3 +135,20 @@ def build_tagger(name: str, cfg: Mapping[str, Any] | None, vocab_size: int, dim:
     else:
         tagger = build_model(name, cfg, dim, len(TAGS))
     return CWSTagger(embedding, tagger, name)
+
+
+def check_models(path: str, models: Mapping[str, Any]) -> None:
+    """Raise :class:`~twirls.config.checks.ConfigError` (one line) on the first model of the
+    ``table12`` group (``path``: ``table12.models``) whose name is unknown or whose
+    ``model_cfg`` does not build (a small trial tagger); the rest of the group:
+    :func:`twirls.config.table12.check_table12`."""
+    for label, entry in models.items():
+        where = f"{path}.{label}"
+        choose(f"{where}.model", entry.get("model"), MODEL_NAMES, "model")
+        cfg = entry.get("model_cfg")
+        if cfg is not None:
+            mapping(f"{where}.model_cfg", cfg)
+        try:
+            build_tagger(entry["model"], cfg, 5, 4)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ConfigError(f"{locate(where + '.model_cfg')}: {exc}") from None

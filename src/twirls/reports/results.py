@@ -1,26 +1,25 @@
 """The reports contract: stages write *cells*; the report stage joins them with the paper.
 
-Every experiment stage writes one JSON file (a list of :class:`Cell`). The report stage reads the
-files named in ``params.yaml`` (``report.cells``), joins them with ``paper_numbers.csv`` (the one
-transcription of the paper's tables) and writes ``reports/results.csv`` with exactly
-:data:`COLUMNS`. A paper cell nobody ran yet is ``paper-only``; a cell whose data could not be
-fetched is ``no-data`` and its reason goes into the report. A cell computed under a clearly
-labelled stand-in protocol (e.g. Table 12 trained on part of the test gold) is ``stand-in``: shown,
-never counted as reproduced. Table 11's seconds are judged on their ratios to MLP and GCN
-(:mod:`twirls.reports.timing_ratios`).
-"""
+Every experiment stage writes one JSON file (a list of :class:`~twirls.cells.Cell`). The report
+stage reads the files named in ``params.yaml`` (``report.cells``), joins them with
+``paper_numbers.csv`` (the one transcription of the paper's tables) and writes
+``reports/results.csv`` with exactly :data:`COLUMNS`. A paper cell nobody ran yet is
+``paper-only``; a cell whose data could not be fetched is ``no-data`` and its reason goes into
+the report. A cell computed under a clearly labelled stand-in protocol (e.g. Table 12 trained on
+part of the test gold) is ``stand-in``: shown, never counted as reproduced. Table 11's seconds
+are judged on their ratios to MLP and GCN (:mod:`twirls.reports.timing_ratios`)."""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
 
-from twirls.files import write_json
+from twirls.cells import STAGE_STATUSES, Cell
 from twirls.reports.runs import read_runs, summary_of
 from twirls.reports.timing_ratios import judge_timing_ratios
 
@@ -43,29 +42,6 @@ COMPARED_WITH = {
     "table9-reference": "table9",
     "table9-paper": "table9",
 }
-#: statuses a stage may set on a cell (others are computed from the paper).
-STAGE_STATUSES = {"", "no-data", "stand-in"}
-
-
-@dataclass
-class Cell:
-    """One reported number (mean ± std over ``runs``), or a ``no-data`` cell with its reason."""
-
-    table: str
-    dataset: str
-    model: str
-    metric: str
-    mean: float | None = None
-    std: float | None = None
-    runs: int = 0
-    status: str = ""  # "" (computed from the paper), "no-data" or "stand-in"
-    note: str = ""  # reason for no-data, variant used, protocol differences
-    extra: dict = field(default_factory=dict)  # e.g. {"grid": {"steps": 16, "alpha": 0.5}}
-
-
-def write_cells(path: Path, cells: list[Cell]) -> None:
-    """Write cells atomically (temp file + rename), so a crash never leaves half a file."""
-    write_json(path, [asdict(c) for c in cells])
 
 
 #: tables whose cells run in both variants, the primary one in the table, the other beside it

@@ -1,103 +1,23 @@
-"""Every run is a row: the tidy table each experiment stage writes beside its cells.
-
-``results/<group>/<name>.csv`` (a stage without a name: ``results/<group>.csv``), one row per run
-and reported score, with these columns in this order:
-
-* what identifies the run: ``table`` (our table id, as in the cells), ``dataset``, ``graph``
-  (``clean`` or the attacked graph, e.g. ``meta-20``), ``model`` (the cell's model label
-  without its grid values), ``variant`` (``paper`` or ``reference`` for TWIRLS, else empty),
-  the grid keys of a sweep (``steps``, ``alpha``, ``length``, ... sorted by name), ``split``
-  and ``seed``;
-* what it measured: ``metric`` (``accuracy``, ``macro_f1``, ``seconds``...), ``value`` (percent
-  for scores, as in the cells; seconds for timings), ``best_epoch`` (0-based, the selected
-  epoch), ``epochs`` (epochs run), ``seconds`` (the run's training time) and ``device``.
-
-A stage with no data writes no rows (its cells say why). The cells' means and standard
-deviations are those of these values (:func:`summary_of`), which a test checks for every
-committed stage; ``rerun_diff`` compares the rows run by run.
+"""Reading the runs files (:mod:`twirls.cells`: one row per run and reported score): the rows
+behind each cell, and their summary.
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from twirls import files
-
-IDENTITY = ["table", "dataset", "graph", "model", "variant"]
-PER_RUN = ["split", "seed"]
-MEASURED = ["metric", "value", "best_epoch", "epochs", "seconds", "device"]
-
-
-def columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The columns of ``rows``: :data:`IDENTITY`, the grid keys (sorted), :data:`PER_RUN`,
-    :data:`MEASURED`."""
-    fixed = set(IDENTITY + PER_RUN + MEASURED)
-    grid = sorted({key for row in rows for key in row} - fixed)
-    return [*IDENTITY, *grid, *PER_RUN, *MEASURED]
-
-
-def selector(identity: Mapping[str, Any], grid: Mapping[str, Any] | None = None
-             ) -> dict[str, Any]:
-    """What a cell keeps (``extra.rows``) to find its rows: the identity columns beyond table
-    and dataset, and the grid point."""
-    return {**{k: identity.get(k, "") for k in IDENTITY if k not in ("table", "dataset")},
-            **(grid or {})}
-
-
-def run_rows(result: Any, *, identity: Mapping[str, Any], metric: str,
-             splits: Sequence[str], device: str, grid: Mapping[str, Any] | None = None
-             ) -> list[dict[str, Any]]:
-    """The rows of a :class:`~twirls.train.loop.SeedsResult`: per run, its test score under
-    ``metric`` and each further test score (``test_macro_f1`` -> ``macro_f1``), in percent.
-    Run ``i`` of split ``splits[j]`` has the seed ``1000 j + s``
-    (:func:`twirls.train.experiment.experiment_runs`)."""
-    rows = []
-    for run in result.runs:
-        seed = run.seed
-        split = splits[seed // 1000] if seed is not None and len(splits) > 1 else splits[0]
-        base = {**{k: identity.get(k, "") for k in IDENTITY}, **(grid or {}),
-                "split": split, "seed": seed}
-        after = {"best_epoch": run.best_epoch, "epochs": len(run.history) or None,
-                 "seconds": run.seconds, "device": device}
-        scores = {metric: run.test, **{k[5:]: v for k, v in getattr(run, "extra", {}).items()
-                                       if k.startswith("test_")}}
-        for name, value in scores.items():
-            rows.append({**base, "metric": name, "value": 100 * value, **after})
-    return rows
-
-
-def runs_text(rows: Sequence[Mapping[str, Any]]) -> str:
-    """``rows`` as CSV text in :func:`columns` order (floats exact: ``repr``; None empty)."""
-    cols = columns(rows)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: _text(row.get(k)) for k in cols})
-    return buf.getvalue()
-
-
-def write_runs(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """:func:`runs_text` of ``rows`` to ``path``, atomically."""
-    files.write_text(path, runs_text(rows))
+from twirls.cells import csv_value
 
 
 def read_runs(path: Path) -> list[dict[str, Any]]:
     """The rows of a runs file, each value as written (text; empty for none)."""
     with open(path, newline="") as fh:
         return list(csv.DictReader(fh))
-
-
-def _text(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return repr(value) if isinstance(value, float) else str(value)
 
 
 #: metrics whose cell is the median of its rows (Table 11's timings, one parameter count)
@@ -119,7 +39,7 @@ def _same(value: Any, wanted: Any) -> bool:
         return True
     if value is None or wanted is None:
         return False
-    return str(value) == _text(wanted)
+    return str(value) == csv_value(wanted)
 
 
 def summary_of(cell: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]

@@ -16,7 +16,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from twirls.reports.runs import IDENTITY, MEASURED, PER_RUN, read_runs
+from twirls.cells import IDENTITY, MEASURED, PER_RUN
+from twirls.reports.runs import read_runs
 
 PAPER_FIGURES = Path(__file__).with_name("paper_figures.yaml")
 

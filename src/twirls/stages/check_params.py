@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from twirls.config.schema import ConfigError, check_params
+from twirls.cws.models import check_models
 from twirls.params import read_all
 from twirls.stages.cli import entry
 from twirls.train.outputs import write_json_without_nan
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         check_params(params or {})
+        if params and "table12" in params:  # its models: a trial build of each
+            check_models("table12.models", params["table12"]["models"])
     except ConfigError as exc:
         print(f"error: {exc} (fix the value, or undo the change: {UNDO})", file=sys.stderr)
         return 1

@@ -8,7 +8,7 @@ layer after ``S/2`` steps as the models run (:mod:`twirls.reports.energy_measure
 The model is the one the Table 2 stage ``table2@<entry>`` (``energy.entry``; e.g.
 ``table2@cora-twirls-base-k2``) trained in its first run, seed 0 on the entry's first split, and
 saved to ``models/table2/<entry>.pt``: loaded here, not trained again
-(:mod:`twirls.train.propagation_input`). The stage declares that entry's params, from which the
+(:mod:`twirls.reports.propagation_input`). The stage declares that entry's params, from which the
 model is built and which the saved file must match. ``λ`` is the model's; ``energy.steps`` /
 ``energy.alpha`` are the traces' ``S`` and ``α``; ``energy.attention`` gives ``ρ`` of eq. 12
 (pinned at Table 7's values, like the other extras, so ``dvc exp run -S attention.*`` does not
@@ -32,9 +32,9 @@ from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.models.graph_ops import GraphOps
 from twirls.reports.energy_measure import measure
 from twirls.reports.energy_outputs import summary_line, write_energy
+from twirls.reports.propagation_input import propagation_input
 from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
 from twirls.train.checkpoint import load_checkpoint
-from twirls.train.propagation_input import propagation_input
 
 STAGE = "energy"
 

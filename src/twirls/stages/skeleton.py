@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from twirls.cells import Cell, write_cells, write_runs
 from twirls.config.schema import check_params
 from twirls.params import load_params
-from twirls.reports.results import Cell, write_cells
-from twirls.reports.runs import write_runs
 from twirls.stages import cli
 from twirls.stages.cli import Main
 from twirls.train.checkpoint import save_checkpoint

@@ -27,7 +27,7 @@ Writes ``results/<name>.csv`` (every run, one row each: :mod:`twirls.reports.run
 figure's data), ``results/<name>.json`` (cells), ``metrics/<name>.json`` (all points) and
 ``reports/figures/<name>.png``. A curve without ``grid`` is drawn as a horizontal line (e.g. the
 closed-form solution). Grid and data-grid keys together name a point (label, figure axis).
-Before the runs start, one epoch of each configuration is timed (:mod:`twirls.train.budget`):
+Before the runs start, one epoch of each configuration is timed (:mod:`twirls.stages.budget`):
 over ``budget_hours`` the stage runs nothing and its cells and figure say why. With ``batch``
 above 1, each point's seeds train that many at a time as one batched model where the model
 allows it (:func:`twirls.train.experiment.seed_runs`; the same protocol, other dropout
@@ -42,14 +42,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from twirls.cells import Cell, run_rows, selector
 from twirls.config.entries import curve_seeds, sweep_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
-from twirls.reports.results import Cell, read_paper
-from twirls.reports.runs import run_rows, selector
+from twirls.reports.results import read_paper
 from twirls.reports.sweep_figure import plot_sweep
 from twirls.reports.sweep_points import paper_points
+from twirls.stages.budget import OverBudget, check_budget
 from twirls.stages.skeleton import StageOutputs, entry, open_stage
-from twirls.train.budget import OverBudget, check_budget
 from twirls.train.device import stage_device
 from twirls.train.experiment import (
     check_model,

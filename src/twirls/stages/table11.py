@@ -33,13 +33,13 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from twirls.cells import Cell
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.models import GraphOps, build_model
-from twirls.reports.results import Cell
 from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
+from twirls.timing import EpochTimer, count_parameters, random_task, time_round_robin
 from twirls.train.device import stage_device
 from twirls.train.experiment import check_model
-from twirls.train.timing import EpochTimer, count_parameters, random_task, time_round_robin
 
 TABLE, DATASET = "table11", "ogbn-arxiv"
 

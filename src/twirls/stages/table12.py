@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import sys
 
-from twirls.cws.config import check_table12
 from twirls.cws.experiment import no_data_cells, run_table12
+from twirls.cws.models import check_models
 from twirls.data.registry import DatasetUnavailable
 from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
 from twirls.train.device import stage_device
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     params = open_stage(STAGE)
     group = params[STAGE]
-    check_table12(STAGE, group)
+    check_models(f"{STAGE}.models", group["models"])  # the rest: open_stage
     device = stage_device(params["device"], who=STAGE)
     out = StageOutputs(STAGE, root=args.out)
     try:

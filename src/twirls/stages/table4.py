@@ -7,7 +7,7 @@ TWIRLS-base on every graph of ``table4.graphs`` in one pool of worker processes;
 ``table4.extra_attention``, so that ``dvc exp run -S attention.*`` reruns Table 4's cells only.
 
 Each cell is composed from the ``table4`` group (:func:`twirls.config.entries.table4_entry`); the
-graphs are :func:`twirls.train.attacked.attacked_graph`'s. Writes ``results/<family>/<name>.json``
+graphs are :func:`twirls.stages.attacked.attacked_graph`'s. Writes ``results/<family>/<name>.json``
 and ``metrics/<family>/<name>.json`` (TWIRLS: one summary per graph).
 """
 
@@ -22,8 +22,8 @@ from twirls.config.entries import (
     table4_entry,
     table4_graphs,
 )
+from twirls.stages.attacked import run_attacked, with_attention
 from twirls.stages.skeleton import StageOutputs, attacked_parser, entry, open_stage
-from twirls.train.attacked import run_attacked, with_attention
 
 
 @entry

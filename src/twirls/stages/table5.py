@@ -15,13 +15,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from twirls.cells import Cell, write_cells
 from twirls.data.files import raw_file
 from twirls.data.geom import read_edges
 from twirls.data.graph import GraphData
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.files import write_text
 from twirls.reports.render import to_markdown
-from twirls.reports.results import Cell, read_paper, write_cells
+from twirls.reports.results import read_paper
 from twirls.stages.skeleton import entry, open_stage
 
 TABLE = "table5"

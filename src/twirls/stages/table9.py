@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 
 from twirls.config.entries import table9_entry
+from twirls.stages.attacked import run_attacked, with_attention
 from twirls.stages.skeleton import StageOutputs, attacked_parser, entry, open_stage
-from twirls.train.attacked import run_attacked, with_attention
 
 
 @entry

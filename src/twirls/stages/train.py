@@ -19,7 +19,7 @@ run's per-epoch history, for ``dvc plots``); with ``--save-model`` (Table 2's st
 ``models/<group>/<name>.pt``, the first run's trained model (:mod:`twirls.train.checkpoint`;
 weights kept for TWIRLS), which the ``energy`` stage studies. If the dataset could never be
 fetched, the cells are ``no-data`` with the fetch's reason; a damaged dataset fails the stage
-instead. Before the runs start, one epoch is timed (:mod:`twirls.train.budget`): a stage whose
+instead. Before the runs start, one epoch is timed (:mod:`twirls.stages.budget`): a stage whose
 estimate on its device exceeds ``budget_hours`` runs nothing, says so, and its cells are
 ``no-data`` with the estimate.
 """
@@ -30,8 +30,8 @@ import sys
 
 from twirls.config.entries import train_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
+from twirls.stages.budget import OverBudget, check_budget
 from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
-from twirls.train.budget import OverBudget, check_budget
 from twirls.train.checkpoint import keeps_weights
 from twirls.train.device import stage_device
 from twirls.train.experiment import (

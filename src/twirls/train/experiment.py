@@ -15,10 +15,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from twirls.cells import Cell, run_rows, selector
 from twirls.data.graph import GraphData
 from twirls.models import MODELS, GraphOps, build_model
-from twirls.reports.results import Cell
-from twirls.reports.runs import run_rows, selector
 from twirls.train.loop import RunResult, SeedsResult, TrainConfig, seed_model_run, seed_run
 from twirls.train.parallel import run_all
 
@@ -152,7 +151,7 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
     on stderr (one over the runs; with one job, also each run's epochs). ``keep_first_model``:
     also return the first run's trained weights (``SeedsResult.first_model``). ``before``:
     called with the runs (``seed_run`` partials) before any starts, e.g. the stage's budget
-    check (:func:`twirls.train.budget.check_budget`), which may stop the stage. ``batch``
+    check (:func:`twirls.stages.budget.check_budget`), which may stop the stage. ``batch``
     (``train.batch``, set next to ``train.seeds``): above 1, the seeds of each split train
     ``batch`` at a time as one batched model (:func:`twirls.train.batched.run_seeds_batched`;
     the same protocol, other dropout masks), where the model allows it; else, at 1, and with

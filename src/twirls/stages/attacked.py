@@ -25,11 +25,11 @@ import scipy.sparse as sp
 import torch
 
 from twirls.attack.io import load_attacked
+from twirls.cells import Cell
 from twirls.config.schema import GRAPHS
 from twirls.data import nettack
 from twirls.data.graph import GraphData, Split, undirected_graph
 from twirls.data.registry import DatasetUnavailable, load_dataset
-from twirls.reports.results import Cell
 from twirls.train.device import stage_device
 from twirls.train.experiment import cells_for, check_model, flat_results, rows_for, seed_runs
 from twirls.train.loop import RunResult, SeedsResult
