@@ -46,6 +46,20 @@ def test_no_stage_runs_the_tooling():
         assert used == [], f"{stage.family} runs {used}"
 
 
+def test_training_runs_neither_the_report_nor_the_taggers():
+    """A stage that trains writes its cells and runs with twirls/cells.py alone: a change to the
+    report's code or to the paper's numbers reruns the report (and the stages that draw the
+    paper beside their own numbers), not the training; Table 12's taggers are checked and run
+    by check-params and table12 only."""
+    reports, cws = Path("src/twirls/reports"), Path("src/twirls/cws")
+    stages = {stage.family: stage for stage in dag.stage_deps()}
+    for family in ("table2", "table3", "table4", "table4-twirls", "table9", "variants",
+                   "variants-attacked", "table10", "table11"):
+        needed = stages[family].needed
+        assert Path("src/twirls/cells.py") in needed, family
+        assert not [str(p) for p in needed if reports in p.parents or cws in p.parents], family
+
+
 def test_minimal_deps_names_a_folder_only_when_it_runs_all_of_it():
     models = dag.tracked_files(Path("src/twirls/models"))
     assert dag.minimal_deps(models) == ["src/twirls/models"]
