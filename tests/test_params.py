@@ -22,7 +22,7 @@ from twirls.config.entries import (
 from twirls.config.schema import ATTACKED_GROUPS, TRAIN_GROUPS, ConfigError, check_params
 from twirls.data.defaults import DATASET_DEFAULTS
 from twirls.data.registry import LOADERS
-from twirls.params import params_file, read_all, write_all
+from twirls.params import load_params, params_file, read_all, write_all
 from twirls.reports.render import EXTRA_TABLES
 from twirls.reports.results import read_paper
 
@@ -106,6 +106,17 @@ def with_value(path: str, value) -> dict:
         node = node[key]
     node[last] = value
     return params
+
+
+@needs("dvc", "DVC resolves the stages of dvc.yaml")
+@pytest.mark.parametrize("stage", ["report", "table4-twirls@nettack-cora", "table8"])
+def test_a_stage_reads_exactly_what_dvc_params_show_gives_it(stage, monkeypatch):
+    """``load_params`` reads a stage's declared params through DVC without building the whole
+    index: the same nested values as ``dvc.api.params_show(stages=[stage])``."""
+    import dvc.api
+
+    monkeypatch.chdir(REPO)
+    assert load_params(stage) == dvc.api.params_show(stages=[stage])
 
 
 def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):

@@ -70,13 +70,22 @@ def load_params(stage: str) -> dict[str, Any]:
     """The params declared by ``stage`` (e.g. ``"report"``, ``"table2@cora-gcn"``), nested and
     merged over their files.
 
-    Uses ``dvc.api.params_show(stages=...)``, which returns only the declared keys: a stage
-    that reads a key it did not declare gets a ``KeyError`` instead of a silent stale result.
+    Only the declared keys, as DVC resolves the stage and reads its params files (what
+    ``dvc.api.params_show(stages=[stage])`` returns, without building the repository's whole
+    index: ~2.5 s less in every stage's process on a slow day): a stage that reads a key it did
+    not declare gets a ``KeyError`` instead of a silent stale result.
     """
-    import dvc.api
+    from dvc.dependency.param import ParamsDependency
     from dvc.exceptions import DvcException
+    from dvc.repo import Repo
 
     try:
-        return dvc.api.params_show(stages=[stage])
+        with Repo() as repo:
+            (resolved,) = repo.stage.collect(stage)
+            params: dict[str, Any] = {}
+            for dep in resolved.deps:
+                if isinstance(dep, ParamsDependency):
+                    params |= dep.read_params(flatten=False)
+            return params
     except DvcException as exc:
         sys.exit(f"cannot read params of stage {stage!r}: {exc}. Run from the repository root.")

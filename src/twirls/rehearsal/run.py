@@ -9,8 +9,8 @@
    (:mod:`twirls.rehearsal.generate`; ~20 s) into a temporary folder (or ``--data``, reused).
 2. Makes a temporary workspace: the repository's ``dvc.yaml`` and ``.dvc/config`` in a fresh git
    repository, with a rehearsal ``params.yaml`` (the real one with only the budget keys
-   changed, :mod:`twirls.rehearsal.plan`), so every stage reads its params through
-   ``dvc.api.params_show`` exactly as under ``dvc repro``.
+   changed, :mod:`twirls.rehearsal.plan`), so every stage reads its params through DVC
+   (:func:`twirls.params.load_params`) exactly as under ``dvc repro``.
 3. Runs each stage's real command (``python -m twirls.stages.<stage>`` with the repository's
    ``src`` on ``PYTHONPATH``) on the full-size files, once per epoch budget, as a child
    process measured by :mod:`twirls.rehearsal.measure` (wall time, peak RSS, GPU memory).
@@ -80,7 +80,7 @@ def make_workspace(repo: Path, work: Path, *, git: bool | None = None) -> Path:
     """``work`` as a minimal DVC project: the repo's ``dvc.yaml``, ``.dvc/config`` and
     ``.dvcignore`` in a fresh git repository (``params.yaml`` is written per run). Without
     ``git`` (default: whether it is on the PATH, e.g. not on a bare GPU image) the project uses
-    DVC's no-SCM mode instead (``core.no_scm``), which ``dvc.api.params_show`` reads the same."""
+    DVC's no-SCM mode instead (``core.no_scm``), which DVC reads the stages' params in the same."""
     work.mkdir(parents=True, exist_ok=True)
     (work / ".dvc").mkdir(exist_ok=True)
     shutil.copy2(repo / "dvc.yaml", work / "dvc.yaml")
