@@ -1,10 +1,10 @@
 """Per-epoch wall-clock time of models on one graph (appendix "Running Time", Table 11).
 
-Shared by the stage ``timing`` (Table 11) and the benchmark ``twirls.bench.epoch_time``. One
-training epoch = forward + loss + backward + Adam step, full batch; one test epoch = a no-grad
-forward in eval mode. Models are timed round-robin (one epoch of each per round, after warm-up
-epochs), so load changes on a shared machine hit all of them alike; medians are reported with
-every sample.
+Shared by the stage ``table11`` and the benchmarks ``twirls.bench.epoch_time`` and
+``twirls.bench.gpu``. One training epoch = forward + loss + backward + Adam step, full batch;
+one test epoch = a no-grad forward in eval mode. Models are timed round-robin (one epoch of
+each per round, after warm-up epochs), so load changes on a shared machine hit all of them
+alike; medians are reported with every sample.
 """
 
 from __future__ import annotations
