@@ -94,7 +94,7 @@ def compare_cells(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[
 
 
 def compare_rows(old_csv: str, new_csv: str) -> list[dict[str, Any]]:
-    """:func:`compare_cells` on two texts of a stage's rows (:mod:`twirls.reports.runs`): the
+    """:func:`compare_cells` on two texts of a stage's rows (:mod:`twirls.cells`): the
     runs of one table, dataset, model, grid point, graph, variant and metric make a cell, runs
     are matched by split and seed; score metrics only. Sees what cells cannot: every point of a
     figure and every run of a sweep."""

@@ -94,7 +94,7 @@ def run_table12(group: Mapping[str, Any], root: Path, device: torch.device | str
                 progress: bool = True, protocol: Protocol | None = None
                 ) -> tuple[list[Cell], dict[str, Any], list[dict[str, Any]]]:
     """Run every model of ``group`` on the PKU files in ``root``; ``(cells, metrics, rows)``
-    (rows: every run, :mod:`twirls.reports.runs`, with the ``protocol`` as a column).
+    (rows: every run, :mod:`twirls.cells`, with the ``protocol`` as a column).
 
     Raises :class:`twirls.data.registry.DatasetUnavailable` without the test gold (the caller
     writes :func:`no_data_cells`)."""

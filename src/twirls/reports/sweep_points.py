@@ -24,7 +24,7 @@ PAPER_FIGURES = Path(__file__).with_name("paper_figures.yaml")
 
 def read_sweep_points(runs: Path) -> list[dict[str, Any]]:
     """Our points of a sweep, from its rows (``results/<sweep>.csv``,
-    :mod:`twirls.reports.runs`): the mean of each curve's runs at each grid point, in the
+    :mod:`twirls.cells`): the mean of each curve's runs at each grid point, in the
     sweep's first metric; a point is the curve's grid values, with ``split`` when the sweep's
     runs span several splits (a data grid over label ratios). [] when the sweep has no rows
     (not run, or no data)."""

@@ -95,7 +95,7 @@ def run_attacked(stage: str, entries: dict[str, dict[str, Any]], params: dict[st
                  ) -> tuple[list[Cell], dict[str, Any], list[dict[str, Any]]]:
     """Every seed of ``entries`` (by metrics key; ``""`` for a stage of one entry) in one pool;
     their cells, the stage's metrics (one entry's summary, else one per key) and their runs'
-    rows (:mod:`twirls.reports.runs`). ``batch``: TWIRLS' seeds per batched model
+    rows (:mod:`twirls.cells`). ``batch``: TWIRLS' seeds per batched model
     (:func:`entry_runs`; the stage's ``table4.batch`` or ``table9.batch``)."""
     entries = {k: {**e, "split": "attack"} for k, e in entries.items()}
     for e in entries.values():

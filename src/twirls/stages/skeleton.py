@@ -28,7 +28,7 @@ from twirls.train.outputs import write_history, write_metrics
 @dataclass(frozen=True)
 class StageOutputs:
     """The files one stage ``<group>@<name>`` owns: ``results/<group>/<name>.csv`` (its runs,
-    one row each: :mod:`twirls.reports.runs`), ``results/<group>/<name>.json`` (report
+    one row each: :mod:`twirls.cells`), ``results/<group>/<name>.json`` (report
     cells), ``metrics/<group>/<name>.json`` (``dvc metrics``), ``plots/<group>/<name>.csv``
     (``dvc plots``) and, when it saves one, ``models/<group>/<name>.pt`` (a trained model); a
     stage without a name owns ``results/<group>.json`` and so on."""

@@ -23,7 +23,7 @@ The sweep is the group of the same name in ``params.yaml``::
                                                # Chains' length) or `split` (Amazon's label
                                                # ratio), crossed with every curve
 
-Writes ``results/<name>.csv`` (every run, one row each: :mod:`twirls.reports.runs`; the
+Writes ``results/<name>.csv`` (every run, one row each: :mod:`twirls.cells`; the
 figure's data), ``results/<name>.json`` (cells), ``metrics/<name>.json`` (all points) and
 ``reports/figures/<name>.png``. A curve without ``grid`` is drawn as a horizontal line (e.g. the
 closed-form solution). Grid and data-grid keys together name a point (label, figure axis).

@@ -91,7 +91,7 @@ def timing_cells(timers: list[EpochTimer], devices: dict[str, str], graph_desc: 
 
 def timing_rows(timers: list[EpochTimer], devices: dict[str, str], graph_desc: str
                 ) -> list[dict[str, Any]]:
-    """Every timed epoch as a row (:mod:`twirls.reports.runs`): ``train_seconds`` and
+    """Every timed epoch as a row (:mod:`twirls.cells`): ``train_seconds`` and
     ``test_seconds`` per ``epoch`` (0-based, after the warm-up), and each model's
     ``parameters``; ``graph`` is ``ogbn-arxiv`` or ``random`` (a stand-in)."""
     graph = DATASET if graph_desc == DATASET else "random"

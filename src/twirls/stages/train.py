@@ -12,7 +12,7 @@ The entry is ``<group>.<name>`` in ``params.yaml`` (completed by
       train_cfg: {epochs: 500, lr: 0.1, weight_decay: 5.0e-4}
       seeds: 10                # optional; default: the dataset's, else train.seeds
 
-Writes ``results/<group>/<name>.csv`` (one row per run: :mod:`twirls.reports.runs`),
+Writes ``results/<group>/<name>.csv`` (one row per run: :mod:`twirls.cells`),
 ``results/<group>/<name>.json`` (cells for the report, per-run scores in ``extra``),
 ``metrics/<group>/<name>.json`` (for ``dvc metrics``) and ``plots/<group>/<name>.csv`` (the first
 run's per-epoch history, for ``dvc plots``); with ``--save-model`` (Table 2's stages), also

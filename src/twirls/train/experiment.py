@@ -237,7 +237,7 @@ def _batched(inp: RunInputs, data: GraphData, seeds: int, batch: int, jobs: int,
 def row_identity(exp: dict[str, Any], table: str, label: str
                  ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The identity columns and grid point of the runs of ``exp`` behind its cell ``label`` of
-    ``table`` (:mod:`twirls.reports.runs`). An entry with a ``grid`` (its values by key, e.g.
+    ``table`` (:mod:`twirls.cells`). An entry with a ``grid`` (its values by key, e.g.
     Table 9's ``{"truncation": "inf"}``) gets those columns, and its model is the cell's label
     before the grid (``TWIRLS[T=inf]`` -> ``TWIRLS``)."""
     grid = exp.get("grid") or {}
@@ -249,7 +249,7 @@ def row_identity(exp: dict[str, Any], table: str, label: str
 
 def rows_for(exp: dict[str, Any], metric: str, result: SeedsResult | None, splits: list[str],
              device: str) -> list[dict[str, Any]]:
-    """The rows (:mod:`twirls.reports.runs`) of ``result``, once per cell of ``exp``: the same
+    """The rows (:mod:`twirls.cells`) of ``result``, once per cell of ``exp``: the same
     runs as :func:`cells_for`'s cells; none without a result."""
     if result is None:
         return []
