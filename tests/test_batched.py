@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 
 import pytest
 import torch
@@ -13,7 +14,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from twirls.data.graph import Split, undirected_graph
-from twirls.models import GraphOps, build_model
+from twirls.models import GraphOps, build_model, propagation
+from twirls.models.attention import AttentionSpec, TruncatedLp
+from twirls.models.propagation import PropagationSpec, propagate, row_operator, row_operator_pays
 from twirls.train import TrainConfig, run_seeds, set_seed, train_run
 from twirls.train.batched import (
     BatchConfig,
@@ -273,6 +276,87 @@ def test_each_seed_stops_and_selects_on_its_own():
         vals = [h["val"] for h in run.history]
         assert run.best_epoch == max(i for i, v in enumerate(vals) if v == max(vals))
         assert len(run.history) == run.best_epoch + cfg.patience + 1
+
+
+# ---------------------------------------------------------------------------- row operator
+@pytest.mark.parametrize("kw", [{}, {"variant": "reference", "lam": 0.8, "alpha": 0.7},
+                                {"normalized": True, "lam": 2.0, "alpha": 0.3}],
+                         ids=["paper", "reference", "normalized"])
+def test_row_operator_is_the_propagation_on_those_rows(kw):
+    ops, _, _, split = small_graph()
+    f = torch.randn(ops.n, 6, generator=torch.Generator().manual_seed(2))
+    for steps in (1, 2, 7):
+        spec = PropagationSpec(**{"steps": steps, "lam": 1.0, "alpha": 1.0, **kw})
+        q = row_operator(ops, spec, split.val)
+        assert q.shape == (split.val.numel(), ops.n)
+        torch.testing.assert_close(q @ f, propagate(ops, f, spec)[split.val], rtol=RTOL,
+                                   atol=ATOL)
+
+
+def test_row_operator_only_where_the_steps_are_linear_and_it_pays(monkeypatch):
+    ops, _, _, _ = small_graph()
+    spec = PropagationSpec(steps=4, lam=1.0, alpha=1.0)
+    attention = replace(spec, attention=AttentionSpec(TruncatedLp(p=0.5, tau=0.1, T=2.0)))
+    nnz = ops.row.numel()
+    assert row_operator_pays(ops, spec, 20)
+    assert not row_operator_pays(ops, replace(spec, steps=0), 20)
+    assert not row_operator_pays(ops, replace(spec, prox_relu=True), 20)
+    assert not row_operator_pays(ops, attention, 20)
+    # a dense (r, n) product pays against S sparse ones up to r n = 4 S nnz
+    pays = propagation.DENSE_OVER_SPARSE * spec.steps * nnz // ops.n
+    assert row_operator_pays(ops, spec, pays) and not row_operator_pays(ops, spec, pays + 1)
+    monkeypatch.setattr(propagation, "ROW_OPERATOR_MAX_ENTRIES", 20 * ops.n - 1)
+    assert not row_operator_pays(ops, spec, 20)
+    with pytest.raises(ValueError, match="must be linear"):
+        row_operator(ops, attention, torch.arange(3))
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_forward_rows_are_the_forwards_rows(key):
+    """``forward_rows`` on the training nodes gives the full forward's logits there, and the
+    same gradients (float32 tolerance); through the row operator for TWIRLS-base, and exactly
+    the full forward's where a model has none."""
+    name, cfg, _ = CONFIGS[key]
+    ops, x, labels, split = small_graph()
+    outs, grads = [], []
+    for rows_only in (False, True):
+        net = stack_models(built(name, cfg, x.shape[1], 3)).train()
+        masks = Masks(SEEDS, "torch")
+        out = (net.forward_rows(ops, x, masks, split.train) if rows_only
+               else net(ops, x, masks).index_select(1, split.train))
+        batch_loss(out, labels[split.train]).sum().backward()
+        outs.append(out.detach())
+        grads.append([p.grad for p in net.p.params])
+    used = any(key[0] == "row_operator" for key in ops._cache)
+    assert used == (key in ("twirls-base-k2", "twirls-reference"))
+    check = torch.testing.assert_close if used else _assert_equal
+    check(outs[1], outs[0], rtol=RTOL, atol=ATOL)
+    for mine, full in zip(grads[1], grads[0], strict=True):
+        check(mine, full, rtol=RTOL, atol=ATOL)
+
+
+def _assert_equal(a: torch.Tensor, b: torch.Tensor, **_) -> None:
+    assert torch.equal(a, b)
+
+
+def test_training_with_the_row_operator():
+    """``row_operator=True``: a rerun is bit-identical, and the first epoch's losses are those
+    of the full forward (float32 tolerance; later epochs part by rounding, as another batch
+    size does)."""
+    ops, x, labels, split = small_graph(seed=5)
+    cfg = TrainConfig(epochs=10, lr=0.05, weight_decay=5e-4)
+
+    def build():
+        return build_model("twirls", TWIRLS_K2, x.shape[1], 3)
+
+    def run(row_operator: bool):
+        return run_seeds_batched(build, ops, sparse(x), labels, split, cfg, [0, 1, 2],
+                                 BatchConfig(batch=2, row_operator=row_operator))
+
+    a, b, full = run(True), run(True), run(False)
+    assert [r.history for r in a.runs] == [r.history for r in b.runs]
+    for mine, theirs in zip(a.runs, full.runs, strict=True):
+        assert mine.history[0]["loss"] == pytest.approx(theirs.history[0]["loss"], rel=1e-5)
 
 
 # ---------------------------------------------------------------------------- determinism

@@ -24,6 +24,9 @@ worker processes), written to ``reports/benchmarks/batched-seeds.json``.
 * Every record carries ``reference_s`` (:func:`twirls.bench.calibrate.reference_seconds`, the
   machine's speed just before) and the load average at its start and end: the machine may be
   shared (``"shared_machine"``), and a timing taken under load is slower for both paths.
+* ``--row-operator``: the batched path with ``BatchConfig(row_operator=True)`` (TWIRLS-base's
+  training forward on the training nodes alone, through its dense row operator); such records
+  say ``"row_operator": true`` and sit beside those without.
 * ``--profile``: where the batched path spends its time, the top operators of a few epochs of
   one batch under ``torch.profiler`` (stored with the largest seed count's record).
 """
@@ -154,7 +157,7 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
     exp, data = config_inputs(name, args, params)
     inp = run_inputs(exp, data, device, progress=False)
     split = data.splits[inp.splits[0]]
-    batch = BatchConfig(batch=args.batch)
+    batch = BatchConfig(batch=args.batch, row_operator=args.row_operator)
     warm = replace(inp.cfg, epochs=2)  # one-time costs (imports, caches) out of the timings
     run_seeds(inp.build, inp.ops, inp.x, data.labels, split, warm, [0])
     run_seeds_batched(inp.build, inp.ops, inp.x, data.labels, split, warm, [0, 1])
@@ -165,6 +168,7 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
                                   "graph": exp.get("graph", "clean"),
                                   "model": exp["model"], "epochs": inp.cfg.epochs,
                                   "seeds": count, "jobs": jobs, "batch": args.batch,
+                                  **({"row_operator": True} if args.row_operator else {}),
                                   "commit": out["commit"], **machine(),
                                   "device": out["device"], "torch": torch.__version__,
                                   "reference_s": reference_seconds(), "load_start": load()}
@@ -189,8 +193,8 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
                                                       min(args.batch or count, count),
                                                       args.profile_epochs)
         record["load_end"] = load()
-        out["records"] = [r for r in out["records"]
-                          if (r["config"], r["seeds"]) != (name, count)] + [record]
+        out["records"] = [r for r in out["records"] if (r["config"], r["seeds"], r.get(
+            "row_operator", False)) != (name, count, args.row_operator)] + [record]
         write_json(args.out, out)
         print(json.dumps({k: v for k, v in record.items() if k != "batched_profile"}),
               flush=True)
@@ -208,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="extrapolate today's path above this many seconds")
     parser.add_argument("--device", default="cpu",
                         help="cpu, cuda or auto (twirls.train.device.pick_device)")
+    parser.add_argument("--row-operator", action="store_true",
+                        help="batched: TWIRLS-base's training forward through its row operator")
     parser.add_argument("--profile", action="store_true", help="on the CPU only")
     parser.add_argument("--profile-epochs", type=int, default=20)
     parser.add_argument("--params", type=Path, default=Path("params"))

@@ -39,7 +39,13 @@ from twirls.models.baselines.appnp import _scaled
 from twirls.models.baselines.sgc import sgc_features
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import FeedForward, is_sparse
-from twirls.models.propagation import PropagationSpec, propagate, propagate_from
+from twirls.models.propagation import (
+    PropagationSpec,
+    propagate,
+    propagate_from,
+    row_operator,
+    row_operator_pays,
+)
 from twirls.models.twirls import TWIRLS
 from twirls.train.batched.layers import (
     Masks,
@@ -69,6 +75,12 @@ class Batched(nn.Module):
     def seed_state(self, k: int) -> dict[str, Tensor]:
         """Seed ``k``'s weights as the unbatched model's ``state_dict``."""
         return self.p.seed_state(k)
+
+    def forward_rows(self, ops: GraphOps, x: Tensor, masks: Masks | None,
+                     rows: Tensor) -> Tensor:
+        """``forward(ops, x, masks)[:, rows]``, ``(K, r, C)``: the logits a loss on ``rows``
+        reads (a model may compute only those, :meth:`BatchedTWIRLS.forward_rows`)."""
+        return self(ops, x, masks).index_select(1, rows)
 
     def feed_forward(self, prefix: str, ff: FeedForward, h: Tensor | SparseBatch,
                      masks: Masks | None) -> Tensor | SparseBatch:
@@ -122,6 +134,22 @@ class BatchedTWIRLS(Batched):
             y = (attention_propagate(ops, h, spec) if spec.has_attention
                  else from_wide(propagate(ops, to_wide(h), spec), self.num))
         return as_batch(self.feed_forward("mlp_after", m.mlp_after, y, masks), self.num)
+
+    def forward_rows(self, ops: GraphOps, x: Tensor, masks: Masks | None,
+                     rows: Tensor) -> Tensor:
+        """The logits on ``rows`` through the dense row operator ``Q_R``
+        (:func:`~twirls.models.propagation.row_operator`, cached in ``ops`` for ``rows``):
+        ``Y⁽ˢ⁾[rows] = Q_R [f_1 … f_K]``, one dense product instead of ``S`` sparse steps each
+        way, where it pays (:func:`~twirls.models.propagation.row_operator_pays`) and nothing
+        follows the propagation (``mlp_after = 0``); elsewhere :meth:`Batched.forward_rows`."""
+        m, spec = self.template, self.template.propagation.spec
+        if m.cacheable or len(m.mlp_after.lins) or not row_operator_pays(ops, spec,
+                                                                          rows.numel()):
+            return super().forward_rows(ops, x, masks, rows)
+        h = self.feed_forward("mlp_before", m.mlp_before, dropout(x, m.input_dropout, masks),
+                              masks)
+        q = ops.cached_for(("row_operator", spec), rows, lambda: row_operator(ops, spec, rows))
+        return from_wide(q @ to_wide(as_batch(_dense(h), self.num)), self.num)
 
 
 def attention_propagate(ops: GraphOps, h: Tensor, spec: PropagationSpec) -> Tensor:

@@ -54,10 +54,15 @@ class BatchConfig:
         batch: seeds per batch (``None``: all seeds of a call in one batch).
         masks: dropout masks, ``"fast"`` or ``"torch"`` (today's masks), see
             :class:`~twirls.train.batched.layers.Masks`.
+        row_operator: the training forward computes the logits of the training nodes only,
+            TWIRLS-base's through its dense row operator where that pays
+            (:meth:`~twirls.train.batched.models.BatchedTWIRLS.forward_rows`): the same
+            function, other rounding, so other results than ``False``.
     """
 
     batch: int | None = None
     masks: str = "fast"
+    row_operator: bool = False
 
     def __post_init__(self) -> None:
         if self.batch is not None and (isinstance(self.batch, bool) or self.batch < 1):
@@ -92,11 +97,12 @@ class Selection:
             self.stopped = True
 
 
-def batch_loss(logits: Tensor, labels: Tensor, idx: Tensor) -> Tensor:
-    """``(K,)`` per-seed cross-entropy on the nodes ``idx`` (each seed's mean)."""
+def batch_loss(logits: Tensor, labels: Tensor, idx: Tensor | None = None) -> Tensor:
+    """``(K,)`` per-seed cross-entropy on the nodes ``idx`` (each seed's mean); ``idx=None``:
+    ``logits`` ``(K, r, C)`` are those nodes' already, ``labels`` their ``(r,)`` labels."""
     num, _, classes = logits.shape
-    part = logits.index_select(1, idx)
-    target = labels.index_select(0, idx).repeat(num)
+    part = logits if idx is None else logits.index_select(1, idx)
+    target = (labels if idx is None else labels.index_select(0, idx)).repeat(num)
     losses = F.cross_entropy(part.reshape(-1, classes), target, reduction="none")
     return losses.view(num, -1).mean(1)
 
@@ -124,11 +130,12 @@ def make_optimizer(net: Batched, cfg: TrainConfig) -> torch.optim.Optimizer:
 
 def train_batch(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor | None,
                 labels: Tensor, split: Split, cfg: TrainConfig, seeds: Sequence[int],
-                masks: str = "fast", *, keep_models: bool = False,
+                masks: str = "fast", *, row_operator: bool = False, keep_models: bool = False,
                 read_every: int | None = None) -> list[RunResult] | tuple[list[RunResult], Any]:
     """Train the seeds ``seeds`` as one batch (see module doc); one :class:`RunResult` per seed,
-    in order. ``keep_models``: also return each seed's weights after its last epoch (its
-    ``state_dict``; the epoch it stopped at, or the last)."""
+    in order. ``row_operator``: see :class:`BatchConfig`. ``keep_models``: also return each
+    seed's weights after its last epoch (its ``state_dict``; the epoch it stopped at, or the
+    last)."""
     if cfg.selection != "best-val":
         raise NotImplementedError("batched training: only selection 'best-val'")
     if labels.dim() != 1:
@@ -147,6 +154,7 @@ def train_batch(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor |
     labels = labels.to(device)
     split = Split(split.train.to(device), split.val.to(device), split.test.to(device))
     draws = Masks(seeds, masks, device, ops.dtype)
+    train_labels = labels.index_select(0, split.train)
     optimizer = make_optimizer(net, cfg)
     selections = [Selection(split.val.numel() > 0, cfg.patience) for _ in seeds]
     kept: list[dict[str, Tensor] | None] = [None] * len(seeds)
@@ -156,7 +164,10 @@ def train_batch(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor |
     for epoch in range(cfg.epochs):
         net.train()
         optimizer.zero_grad()
-        losses = batch_loss(net(ops, x, draws), labels, split.train)
+        if row_operator:
+            losses = batch_loss(net.forward_rows(ops, x, draws, split.train), train_labels)
+        else:
+            losses = batch_loss(net(ops, x, draws), labels, split.train)
         losses.sum().backward()
         optimizer.step()
         scores = batch_scores(net, ops, x, labels, split)
@@ -197,7 +208,8 @@ def batch_runs(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor | 
     seeds = list(seeds)
     size = batch.batch or max(len(seeds), 1)
     return [partial(train_batch, build_model, ops, x, labels, split, cfg, seeds[i:i + size],
-                    batch.masks) for i in range(0, len(seeds), size)]
+                    batch.masks, row_operator=batch.row_operator)
+            for i in range(0, len(seeds), size)]
 
 
 def run_seeds_batched(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor | None,
