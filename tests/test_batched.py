@@ -429,7 +429,8 @@ def test_first_model_and_unsupported_models():
 
 # ---------------------------------------------------------------------------- statistics
 @pytest.mark.slow
-def test_thirty_seeds_on_cora_match_todays_runs(cora):
+@pytest.mark.parametrize("row_operator", [False, True], ids=["full", "row-operator"])
+def test_thirty_seeds_on_cora_match_todays_runs(cora, row_operator):
     """TWIRLS-base (cora-twirls-base-k2) on Cora, seeds 0-29 batched (fast masks: other masks
     than today's) and through today's run_seeds: the mean test accuracies differ by less than
     two standard errors of their difference (~6 min on one core). Here: today 83.40 ± 0.87,
@@ -451,7 +452,8 @@ def test_thirty_seeds_on_cora_match_todays_runs(cora):
 
     seeds = list(range(30))
     today = [r.test for r in run_seeds(build, ops, x, labels, split, cfg, seeds).runs]
-    mine = [r.test for r in run_seeds_batched(build, ops, x, labels, split, cfg, seeds).runs]
+    mine = [r.test for r in run_seeds_batched(build, ops, x, labels, split, cfg, seeds,
+                                              BatchConfig(row_operator=row_operator)).runs]
     se = math.sqrt(statistics.variance(today) / 30 + statistics.variance(mine) / 30)
     diff = statistics.fmean(mine) - statistics.fmean(today)
     print(f"today {statistics.fmean(today):.4f} ± {statistics.stdev(today):.4f}, batched "
@@ -515,6 +517,33 @@ def test_attacked_twirls_trains_in_batches_with_train_batch():
     assert (flat[2].best_epoch, flat[2].test) == (alone[0].best_epoch, alone[0].test)
     gat = {**exp, "model": "gat", "model_cfg": {}}
     assert len(entry_runs(gat, data, torch.device("cpu"), batch=2)) == 3  # one seed a run
+
+
+def test_the_stages_row_operator_reaches_the_trainer():
+    """``train.row_operator`` / a sweep's ``row_operator``: ``run_experiment`` and ``seed_runs``
+    (the train and sweep stages' paths) train what ``BatchConfig(row_operator=...)`` trains."""
+    from twirls.train.experiment import flat_results, run_experiment, run_inputs, seed_runs
+
+    from fixtures import toy_data
+
+    data = toy_data()
+    exp = {"dataset": "toy", "model": "twirls", "model_cfg": TWIRLS_K2, "seeds": 2,
+           "split": "a", "train_cfg": {"epochs": 8, "lr": 0.05}}
+    inp = run_inputs(exp, data, torch.device("cpu"), progress=False)
+    cpu, wants = torch.device("cpu"), []
+    for row_operator in (False, True):
+        want = [(r.history, r.test) for r in run_seeds_batched(
+            inp.build, inp.ops, inp.x, data.labels, data.splits["a"], inp.cfg, [0, 1],
+            BatchConfig(batch=2, row_operator=row_operator)).runs]
+        stage = run_experiment(exp, data, 2, cpu, progress=False, batch=2,
+                               row_operator=row_operator)
+        sweep = flat_results([run() for run in seed_runs(exp, data, 2, cpu, 2, progress=False,
+                                                         row_operator=row_operator)])
+        for got in (stage.runs, sweep):
+            assert [(r.history, r.test) for r in got] == want
+        wants.append(want)
+    assert wants[0] != wants[1]  # other rounding: the flag shows in the losses
+    assert any(key[0] == "row_operator" for key in inp.ops._cache)
 
 
 def test_batched_seeds_benchmark_names_its_configurations(capsys):

@@ -121,6 +121,12 @@ def check_batch(path: str, batch: Any) -> None:
     number(path, batch, integer=True, lo=1)
 
 
+def check_flag(path: str, value: Any) -> None:
+    """A switch: ``true`` or ``false``."""
+    if not isinstance(value, bool):
+        fail(path, value, "expected true or false")
+
+
 def check_train_entry(path: str, entry: Any) -> None:
     """An experiment entry of a train-kind group (see :mod:`twirls.config.entries`)."""
     entry = mapping(path, entry)
@@ -223,12 +229,14 @@ def check_table9(path: str, t9: Any) -> None:
 
 def check_sweep(path: str, sweep: Any) -> None:
     sweep = mapping(path, sweep)
-    keys(path, sweep, ("dataset", "split", "table", "label", "note", "seeds", "batch", "curves",
-                       "figure", "data_grid"))
+    keys(path, sweep, ("dataset", "split", "table", "label", "note", "seeds", "batch",
+                       "row_operator", "curves", "figure", "data_grid"))
     choose(f"{path}.dataset", sweep.get("dataset"), _datasets(), "dataset")
     check_seeds(f"{path}.seeds", sweep.get("seeds"))  # a sweep sets its own (and its batch)
     if "batch" in sweep:
         check_batch(f"{path}.batch", sweep["batch"])
+    if "row_operator" in sweep:
+        check_flag(f"{path}.row_operator", sweep["row_operator"])
     curves = mapping(f"{path}.curves", sweep.get("curves"))
     for name, curve in curves.items():
         where = f"{path}.curves.{name}"
@@ -337,11 +345,13 @@ def _jobs(path: str, value: Any) -> None:
 
 def _train(path: str, value: Any) -> None:
     value = mapping(path, value)
-    keys(path, value, ("seeds", "batch"))
+    keys(path, value, ("seeds", "batch", "row_operator"))
     if "seeds" in value:
         check_seeds(f"{path}.seeds", value["seeds"])
     if "batch" in value:
         check_batch(f"{path}.batch", value["batch"])
+    if "row_operator" in value:
+        check_flag(f"{path}.row_operator", value["row_operator"])
 
 
 def _attack(path: str, value: Any) -> None:

@@ -19,6 +19,8 @@ The sweep is the group of the same name in ``params.yaml``::
       seeds: 3                                 # runs per point (a curve's own `seeds`
                                                # overrides it)
       batch: 1                                 # optional: seeds trained as one batched model
+      row_operator: false                      # optional: batched TWIRLS-base's training
+                                               # forward by its dense row operator
       data_grid: {length: [10, 20]}            # optional: dataset options (the generated
                                                # Chains' length) or `split` (Amazon's label
                                                # ratio), crossed with every curve
@@ -31,7 +33,8 @@ Before the runs start, one epoch of each configuration is timed (:mod:`twirls.st
 over ``budget_hours`` the stage runs nothing and its cells and figure say why. With ``batch``
 above 1, each point's seeds train that many at a time as one batched model where the model
 allows it (:func:`twirls.train.experiment.seed_runs`; the same protocol, other dropout
-masks).
+masks); ``row_operator: true`` computes TWIRLS-base's training forward on the training nodes
+alone by one dense product (:class:`twirls.train.batched.BatchConfig`; other rounding).
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     params = open_stage(name)
     sweep = params[name]
     seeds, batch = int(sweep["seeds"]), int(sweep.get("batch", 1))
+    row_operator = bool(sweep.get("row_operator", False))
     for curve, spec in sweep["curves"].items():
         check_model(spec, f"{name} {curve}")
     devices = {curve: stage_device(params["device"], who=f"{name} {curve}")
@@ -134,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                 row_keys.append((exp, split))
                 probes += point_runs
                 runs += (point_runs if batch <= 1 else
-                         seed_runs(exp, data, count, devices[curve], batch, progress=False))
+                         seed_runs(exp, data, count, devices[curve], batch, progress=False,
+                                   row_operator=row_operator))
     if runs:
         try:  # one epoch of each curve timed (one seed a run): over budget_hours, nothing runs
             check_budget(name, probes, jobs, next(iter(devices.values())),

@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                 keep_first_model=args.save_model and keeps_weights(exp),
                 before=lambda runs: check_budget(stage, runs, jobs, device,
                                                  params["budget_hours"]),
-                batch=int(params["train"].get("batch", 1)))
+                batch=int(params["train"].get("batch", 1)),
+                row_operator=bool(params["train"].get("row_operator", False)))
             print(f"{stage}: {result}")
         except OverBudget as exc:
             reason = str(exc)

@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -20,6 +20,9 @@ from twirls.data.graph import GraphData
 from twirls.models import MODELS, GraphOps, build_model
 from twirls.train.loop import RunResult, SeedsResult, TrainConfig, seed_model_run, seed_run
 from twirls.train.parallel import run_all
+
+if TYPE_CHECKING:
+    from twirls.train.batched import BatchConfig
 
 SPARSE_BELOW = 0.1  # feature density under which models that accept it get sparse CSR features
 
@@ -145,7 +148,7 @@ def not_batchable(inp: RunInputs, labels: torch.Tensor) -> str:
 def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
                    progress: bool = True, jobs: int = 1, keep_first_model: bool = False,
                    before: Callable[[list[partial]], Any] | None = None,
-                   batch: int = 1) -> SeedsResult:
+                   batch: int = 1, row_operator: bool = False) -> SeedsResult:
     """Every seed on every selected split of ``data`` (:func:`experiment_runs`), in ``jobs``
     worker processes; one :class:`SeedsResult` over all runs, in order. ``progress``: tqdm bars
     on stderr (one over the runs; with one job, also each run's epochs). ``keep_first_model``:
@@ -155,14 +158,19 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
     (``train.batch``, set next to ``train.seeds``): above 1, the seeds of each split train
     ``batch`` at a time as one batched model (:func:`twirls.train.batched.run_seeds_batched`;
     the same protocol, other dropout masks), where the model allows it; else, at 1, and with
-    one seed per split (a batch of one shares nothing), one seed per run."""
+    one seed per split (a batch of one shares nothing), one seed per run. ``row_operator``
+    (``train.row_operator``): batched TWIRLS-base's training forward by its dense row operator
+    (:class:`twirls.train.batched.BatchConfig`)."""
     args = _run_args(exp, data, seeds, device, progress=progress and jobs <= 1)
     runs: list[Callable[[], Any]] = [partial(seed_run, *a) for a in args]
     if before is not None:
         before(list(runs))
     inp = batch_inputs(exp, data, seeds, device, batch)
     if inp is not None:
-        return _batched(inp, data, seeds, batch, jobs, keep_first_model, progress)
+        from twirls.train.batched import BatchConfig
+
+        return _batched(inp, data, seeds, BatchConfig(batch=batch, row_operator=row_operator),
+                        jobs, keep_first_model, progress)
     if keep_first_model and runs:
         runs[0] = partial(_keeping_model, *args[0])
     results = run_all(runs, jobs, desc="runs", progress=progress)
@@ -190,7 +198,7 @@ def batch_inputs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch
 
 
 def seed_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
-              batch: int = 1, progress: bool = True
+              batch: int = 1, progress: bool = True, row_operator: bool = False
               ) -> list[Callable[[], RunResult | list[RunResult]]]:
     """The runs of ``exp``, not yet started, for a pool (:func:`twirls.train.parallel.run_all`):
     with ``batch`` (set next to the seeds: ``train.batch``, a sweep's or Table 4/9's own) above
@@ -198,7 +206,7 @@ def seed_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.de
     (:func:`twirls.train.batched.batch_runs`, each returning its seeds' results) where
     :func:`batch_inputs` allows it; else one seed per run (:func:`experiment_runs`). Either
     way :func:`flat_results` of their outcomes are the runs in :func:`experiment_runs`'
-    order."""
+    order. ``row_operator``: see :func:`run_experiment`."""
     from twirls.train.batched import BatchConfig, batch_runs
 
     inp = batch_inputs(exp, data, seeds, device, batch)
@@ -207,7 +215,7 @@ def seed_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.de
     return [run for i, split in enumerate(inp.splits)
             for run in batch_runs(inp.build, inp.ops, inp.x, data.labels, data.splits[split],
                                   inp.cfg, [1000 * i + s for s in range(seeds)],
-                                  BatchConfig(batch=batch))]
+                                  BatchConfig(batch=batch, row_operator=row_operator))]
 
 
 def flat_results(outcomes: list[RunResult | list[RunResult]]) -> list[RunResult]:
@@ -216,18 +224,18 @@ def flat_results(outcomes: list[RunResult | list[RunResult]]) -> list[RunResult]
     return [r for out in outcomes for r in (out if isinstance(out, list) else [out])]
 
 
-def _batched(inp: RunInputs, data: GraphData, seeds: int, batch: int, jobs: int,
+def _batched(inp: RunInputs, data: GraphData, seeds: int, batch: BatchConfig, jobs: int,
              keep_first_model: bool, progress: bool) -> SeedsResult:
-    """:func:`run_experiment`'s runs as batches of ``batch`` seeds, split by split (split ``i``
-    with the seeds ``1000 i + s``)."""
-    from twirls.train.batched import BatchConfig, run_seeds_batched
+    """:func:`run_experiment`'s runs as batches of ``batch.batch`` seeds, split by split (split
+    ``i`` with the seeds ``1000 i + s``)."""
+    from twirls.train.batched import run_seeds_batched
 
     cfg = replace(inp.cfg, progress=progress)
     runs, first = [], None
     for i, split in enumerate(inp.splits):
         result = run_seeds_batched(inp.build, inp.ops, inp.x, data.labels, data.splits[split],
                                    cfg, [1000 * i + s for s in range(seeds)],
-                                   BatchConfig(batch=batch), jobs,
+                                   batch, jobs,
                                    keep_first_model=keep_first_model and i == 0)
         runs += result.runs
         first = first if i else result.first_model

@@ -12,7 +12,10 @@ the seeds stacked:
   product a seed, and a two-layer ``f`` seed by seed in the cache), then the ``S`` steps
   ``Y ← c + M Y`` on ``[Y_1 … Y_K]`` (``n × K·C``): one sparse product a step for all seeds
   (:func:`twirls.models.propagation.propagate` itself, columns never mix without attention).
-  TWIRLS* (``mlp_before = 0``): the cached propagation of ``X``, shared.
+  TWIRLS* (``mlp_before = 0``): the cached propagation of ``X``, shared. The training
+  forward may ask for the training nodes' logits alone (:meth:`Batched.forward_rows`); then
+  ``Y⁽ˢ⁾`` there is one dense product with the ``S`` steps' rows
+  (:func:`twirls.models.propagation.row_operator`), where that pays.
 * TWIRLS with attention: the steps before the first attention layer as TWIRLS-base's; from
   there each seed re-weights its own graph (eq. 20), so the seeds' states are stacked as the
   rows of one graph made of ``K`` disjoint copies of the dataset's (:func:`copies`): one
