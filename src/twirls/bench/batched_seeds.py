@@ -82,13 +82,15 @@ def scores(result: SeedsResult, seconds: float) -> dict[str, Any]:
             "test_std": round(statistics.pstdev(tests), 4), "runs": len(tests)}
 
 
-def profile_batch(inp: Any, data: Any, split: Any, batch: int, epochs: int) -> list[dict]:
+def profile_batch(inp: Any, data: Any, split: Any, batch: int, epochs: int,
+                  row_operator: bool = False) -> list[dict]:
     """The top operators (share of self CPU time) of ``epochs`` epochs of one batch."""
     from torch.profiler import profile
 
     cfg = replace(inp.cfg, epochs=epochs)
     with profile() as prof:
-        train_batch(inp.build, inp.ops, inp.x, data.labels, split, cfg, list(range(batch)))
+        train_batch(inp.build, inp.ops, inp.x, data.labels, split, cfg, list(range(batch)),
+                    row_operator=row_operator)
     rows = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
     total = sum(e.self_cpu_time_total for e in rows)
     return [{"op": e.key, "self_share": round(e.self_cpu_time_total / total, 3),
@@ -191,7 +193,7 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
         if args.profile and count == max(args.seeds) and device.type == "cpu":
             record["batched_profile"] = profile_batch(inp, data, split,
                                                       min(args.batch or count, count),
-                                                      args.profile_epochs)
+                                                      args.profile_epochs, args.row_operator)
         record["load_end"] = load()
         out["records"] = [r for r in out["records"] if (r["config"], r["seeds"], r.get(
             "row_operator", False)) != (name, count, args.row_operator)] + [record]

@@ -82,7 +82,7 @@ class _CSRMatmul(torch.autograd.Function):
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         x: Tensor = ctx.x
         t = transpose_pattern(x)
-        xt = _csr(t.t_crow, t.t_col, x.values()[t.perm], (x.shape[1], x.shape[0]))
+        xt = _csr(t.t_crow, t.t_col, x.values().index_select(0, t.perm), (x.shape[1], x.shape[0]))
         return torch.sparse.mm(xt, grad), None
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -198,6 +198,18 @@ def _int32(index: Tensor) -> Tensor:
     return index.to(torch.int32) if index.numel() < 2**31 else index
 
 
+def _transposed(x: Tensor, values: Tensor | None) -> Callable[[int], Tensor]:
+    """Seed ``k``'s ``X_kᵀ`` in CSR form, ``k -> X_kᵀ`` (``values=None``: ``Xᵀ`` for every
+    seed): ``Xᵀ``'s pattern sorted once (:func:`transpose_pattern`), the values gathered by
+    ``index_select`` (the same values as advanced indexing, ~8x faster on the CPU)."""
+    t = transpose_pattern(x)
+    crow, col, shape = _int32(t.t_crow), _int32(t.t_col), (x.shape[1], x.shape[0])
+    if values is None:
+        shared = _csr(crow, col, x.values().index_select(0, t.perm), shape)
+        return lambda k: shared
+    return lambda k: _csr(crow, col, values[k].index_select(0, t.perm), shape)
+
+
 class _SparseLinear(torch.autograd.Function):
     """``out[k] = b_k + X_k W_k`` for CSR features (``values``: ``(K, nnz)`` on ``X``'s pattern,
     or ``None``: ``X`` itself for every seed) and ``weight`` ``(K, d, o)``: one sparse product a
@@ -225,14 +237,11 @@ class _SparseLinear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         x, values = ctx.x, ctx.values
-        t = transpose_pattern(x)
-        crow, col, shape = _int32(t.t_crow), _int32(t.t_col), (x.shape[1], x.shape[0])
-        shared = _csr(crow, col, x.values()[t.perm], shape) if values is None else None
+        transposed = _transposed(x, values)
         grad = grad.contiguous()
         grad_w = grad.new_empty(grad.shape[0], x.shape[1], grad.shape[2])
         for k in range(grad.shape[0]):
-            xt = shared if values is None else _csr(crow, col, values[k][t.perm], shape)
-            torch.mm(xt, grad[k], out=grad_w[k])
+            torch.mm(transposed(k), grad[k], out=grad_w[k])
         grad_b = grad.sum(1) if ctx.has_bias else None
         return grad_w, grad_b, None, None
 
@@ -284,9 +293,7 @@ class _SparseMLP(torch.autograd.Function):
     def backward(ctx, grad: Tensor):  # type: ignore[override]
         (w2,) = ctx.saved_tensors
         x, values, hidden = ctx.x, ctx.values, ctx.hidden
-        t = transpose_pattern(x)
-        crow, col, shape = _int32(t.t_crow), _int32(t.t_col), (x.shape[1], x.shape[0])
-        shared = _csr(crow, col, x.values()[t.perm], shape) if values is None else None
+        transposed = _transposed(x, values)
         grad = grad.contiguous()
         num, width = w2.shape[0], w2.shape[1]
         grad_w1 = grad.new_empty(num, x.shape[1], width)
@@ -298,8 +305,7 @@ class _SparseMLP(torch.autograd.Function):
             if ctx.scale != 1.0:
                 g_h.mul_(ctx.scale)
             torch.sum(g_h, 0, out=grad_b1[k])
-            xt = shared if values is None else _csr(crow, col, values[k][t.perm], shape)
-            torch.mm(xt, g_h, out=grad_w1[k])
+            torch.mm(transposed(k), g_h, out=grad_w1[k])
         ctx.hidden = []
         return grad_w1, grad_b1, grad_w2, grad.sum(1), None, None, None, None, None
 
