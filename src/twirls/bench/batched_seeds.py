@@ -26,7 +26,9 @@ worker processes), written to ``reports/benchmarks/batched-seeds.json``.
   shared (``"shared_machine"``), and a timing taken under load is slower for both paths.
 * ``--row-operator``: the batched path with ``BatchConfig(row_operator=True)`` (TWIRLS-base's
   training forward on the training nodes alone, through its dense row operator); such records
-  say ``"row_operator": true`` and sit beside those without.
+  say ``"row_operator": true`` and sit beside those without; so do records of another
+  ``--batch`` (a record replaces the one of the same configuration, seed count, row operator
+  and batch).
 * ``--profile``: where the batched path spends its time, the top operators of a few epochs of
   one batch under ``torch.profiler`` (stored with the largest seed count's record).
 """
@@ -195,8 +197,9 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
                                                       min(args.batch or count, count),
                                                       args.profile_epochs, args.row_operator)
         record["load_end"] = load()
+        key = (name, count, args.row_operator, args.batch)
         out["records"] = [r for r in out["records"] if (r["config"], r["seeds"], r.get(
-            "row_operator", False)) != (name, count, args.row_operator)] + [record]
+            "row_operator", False), r.get("batch")) != key] + [record]
         write_json(args.out, out)
         print(json.dumps({k: v for k, v in record.items() if k != "batched_profile"}),
               flush=True)
