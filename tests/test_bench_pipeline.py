@@ -63,10 +63,40 @@ def test_full_repro_keeps_the_everyday_numbers(tmp_path, monkeypatch):
     assert list(data["full_repro"]["slowest"]) == ["table8", "fetch@cora"]
 
 
+LOCK = """\
+schema: '2.0'
+stages:
+  fetch@cora: {outs: [{path: data/raw/cora}]}
+  table8: {deps: [{path: data/raw/cora}], outs: [{path: results/table8.csv}]}
+  report: {deps: [{path: results}], outs: [{path: reports/results.csv}]}
+  table9@nettack-cora: {deps: [{path: data/raw/cora/graph.npz}],
+                        outs: [{path: results/table9/nettack-cora.csv}]}
+"""
+
+
+def test_remaining_stages_come_after_the_stages_they_read():
+    """The stages a record lacks, each after those whose outputs it reads (a dep above, at or
+    inside an out), else in the lock's order: `report` reads `results/`, which holds Table 9's
+    out, so it follows `table9@nettack-cora` though the lock lists it first."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp)
+        (repo / "dvc.lock").write_text(LOCK)
+        assert pipeline.remaining_stages(repo, ["fetch@cora"]) == [
+            "table8", "table9@nettack-cora", "report"]
+        assert pipeline.remaining_stages(repo, []) == [
+            "fetch@cora", "table8", "table9@nettack-cora", "report"]
+        assert pipeline.remaining_stages(repo, ["fetch@cora", "table8", "report",
+                                                "table9@nettack-cora"]) == []
+
+
 def test_resume_goes_on_with_an_interrupted_run_and_keeps_both_parts(tmp_path, monkeypatch):
-    """--resume: `dvc repro` (no -f) after an interrupted --full run, or `dvc repro -f -s` of
-    the targets when given; the stages of both parts add up and each part's header is kept;
-    complete once every stage of dvc.lock is in."""
+    """--resume: `dvc repro -f -s` of the targets when given, else of the stages the record
+    lacks (a plain `dvc repro` would skip those whose lock entries are up to date); the stages
+    of both parts add up and each part's header is kept; complete once every stage of dvc.lock
+    is in."""
+    (tmp_path / "dvc.lock").write_text(LOCK)
     out = tmp_path / "pipeline.json"
     out.write_text(json.dumps({"full_repro": {"complete": False, "commit": "abc",
                                               "reference_s": {"python": 0.4},
@@ -75,24 +105,30 @@ def test_resume_goes_on_with_an_interrupted_run_and_keeps_both_parts(tmp_path, m
 
     def fake_timed(cmd, cwd, env, on_stage):
         commands.append(cmd)
-        on_stage({"table9@nettack-cora": 300.0})
-        return 400.0, {"table9@nettack-cora": 300.0, "report": 100.0}, ""
+        ran = {name: 100.0 * (i + 1) for i, name in enumerate(cmd[4:])}
+        on_stage(dict(list(ran.items())[:1]))
+        return sum(ran.values()), ran, ""
 
     monkeypatch.setattr(pipeline, "timed", fake_timed)
-    repo = Path(__file__).parents[1]
-    assert pipeline.full_repro(repo, {}, out, resume=True, targets=["table9@nettack-cora"]) == 0
+    assert pipeline.full_repro(tmp_path, {}, out, resume=True,
+                               targets=["table9@nettack-cora"]) == 0
     data = json.loads(out.read_text())["full_repro"]
     assert commands[-1] == ["dvc", "repro", "-f", "-s", "table9@nettack-cora"]
-    assert data["complete"] is False and data["seconds_so_far"] == 1402.0
+    assert data["complete"] is False and data["seconds_so_far"] == 1102.0
     assert [part["commit"] for part in data["parts"]][0] == "abc" and len(data["parts"]) == 2
-    assert pipeline.full_repro(repo, {}, out, resume=True) == 0
+    assert pipeline.full_repro(tmp_path, {}, out, resume=True) == 0
     data = json.loads(out.read_text())["full_repro"]
-    assert commands[-1] == ["dvc", "repro"]
-    assert data["complete"] is True and data["seconds"] == 1402.0 + 400.0
+    assert commands[-1] == ["dvc", "repro", "-f", "-s", "report"]
+    assert data["complete"] is True and data["seconds"] == 1102.0 + 100.0
     assert list(data["stages"]) == ["fetch@cora", "table8", "table9@nettack-cora", "report"]
+    assert len(data["parts"]) == 3
     out.write_text(json.dumps({"full_repro": data}))
     with pytest.raises(SystemExit, match="no interrupted --full run"):
-        pipeline.full_repro(repo, {}, out, resume=True)
+        pipeline.full_repro(tmp_path, {}, out, resume=True)
+    out.write_text(json.dumps({"full_repro": data | {"complete": False}}))
+    with pytest.raises(SystemExit, match="already holds every stage"):  # never a whole rerun
+        pipeline.full_repro(tmp_path, {}, out, resume=True)
+    assert len(commands) == 2
 
 
 def test_target_part_that_covers_every_locked_stage_completes_the_record(tmp_path, monkeypatch):

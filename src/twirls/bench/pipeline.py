@@ -15,11 +15,12 @@
   (ISO time) that was stopped before it wrote anything, from the times its outputs were written
   (a stage ends when its last output is written, and starts when the one before it ended).
 * ``--full --resume [--target STAGE ...]``: go on with an interrupted ``--full`` run in this
-  checkout: ``dvc repro`` (no ``-f``) runs the stages it had not finished, or ``--target``
-  reruns exactly the named stages (``dvc repro -f -s``: say those whose results came from an
-  earlier stack); their seconds join the stored record's (which then lists the commit and
-  ``reference_s`` of each part: the machine may differ), complete once every stage of
-  ``dvc.lock`` is in it.
+  checkout: rerun, forced, the stages of ``dvc.lock`` its record does not hold yet
+  (:func:`remaining_stages`; a plain ``dvc repro`` would skip those whose lock entries are up
+  to date), or exactly the stages ``--target`` names (say those whose results came from an
+  earlier stack), with ``dvc repro -f -s``; their seconds join the stored record's (which then
+  lists the commit and ``reference_s`` of each part: the machine may differ), complete once
+  every stage of ``dvc.lock`` is in it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -133,10 +134,6 @@ def full_repro(repo: Path, env: dict[str, str], out: Path, resume: bool = False,
     to the stored ones and each part's header kept under ``parts``; ``targets``: exactly those
     stages, forced (``dvc repro -f -s``); the record is complete once it holds every stage of
     ``dvc.lock``."""
-    cmd = (["dvc", "repro", "-f", "-s", *targets] if targets
-           else ["dvc", "repro"] if resume else ["dvc", "repro", "-f"])
-    head = run_header(repo) | {"command": " ".join(cmd),
-                               "load_before": round(os.getloadavg()[0], 2)}
     done: dict[str, float] = {}
     parts: list[dict[str, Any]] = []
     if resume:
@@ -146,6 +143,13 @@ def full_repro(repo: Path, env: dict[str, str], out: Path, resume: bool = False,
         done = old["stages"]
         parts = old.get("parts") or [{k: v for k, v in old.items()
                                       if k not in ("stages", "slowest", "parts")}]
+        targets = targets or remaining_stages(repo, done)
+        if not targets:
+            raise SystemExit(f"--resume: {out}'s record already holds every stage of dvc.lock")
+    cmd = ["dvc", "repro", "-f", "-s", *targets] if targets else ["dvc", "repro", "-f"]
+    head = run_header(repo) | {"command": " ".join(cmd),
+                               "load_before": round(os.getloadavg()[0], 2)}
+    if resume:
         head["parts"] = parts + [dict(head)]
     cpu_before = children_cpu_seconds()
 
@@ -157,7 +161,7 @@ def full_repro(repo: Path, env: dict[str, str], out: Path, resume: bool = False,
 
     total, stages, _ = timed(cmd, repo, env, on_stage=partial)
     stages = done | stages
-    if targets and not set(locked_stages(repo)) <= set(stages):
+    if resume and not set(locked_stages(repo)) <= set(stages):
         partial(stages)
         return 0
     if resume:
@@ -178,6 +182,33 @@ def locked_stages(repo: Path) -> list[str]:
     import yaml
 
     return list(yaml.safe_load((repo / "dvc.lock").read_text())["stages"])
+
+
+def remaining_stages(repo: Path, done: Iterable[str]) -> list[str]:
+    """The stages of ``repo``'s ``dvc.lock`` not in ``done``, each after the stages whose outputs
+    it reads (a dep at, above or inside one of their outs), otherwise in the lock's order:
+    ``dvc repro -s`` runs its targets in the order given."""
+    import yaml
+
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())["stages"]
+    done = set(done)
+    left = [name for name in lock if name not in done]
+    outs = {name: [e["path"].rstrip("/") for e in lock[name].get("outs", [])] for name in left}
+    deps = {name: [e["path"].rstrip("/") for e in lock[name].get("deps", [])] for name in left}
+
+    def reads(reader: str, writer: str) -> bool:
+        return any(dep == out or dep.startswith(out + "/") or out.startswith(dep + "/")
+                   for out in outs[writer] for dep in deps[reader])
+
+    upstream = {name: {w for w in left if w != name and reads(name, w)} for name in left}
+    order: list[str] = []
+    while len(order) < len(left):
+        ready = [name for name in left if name not in order and upstream[name] <= set(order)]
+        if not ready:
+            raise SystemExit(f"dvc.lock: the stages {sorted(set(left) - set(order))} depend "
+                             "on each other in a cycle")
+        order.append(ready[0])
+    return order
 
 
 def store_full_repro(out: Path, run: dict[str, Any], announce: bool = True) -> None:
