@@ -97,6 +97,11 @@ def test_minutes_and_the_measured_runs_peak():
     assert table_rows(Inputs(report(), stopped))[0].cpu == "incomplete run: 2 stages in 30 min, " \
                                                            "measured"
     assert table_rows(Inputs(report(), None))[0].cpu == "no `full_repro` in pipeline.json"
+    # a run resumed in parts: the peak is the last part's, the time the stages' sum
+    resumed = {"full_repro": {**with_peak["full_repro"], "parts": [{}, {}, {}]}}
+    first = table_rows(Inputs(report(), resumed))[0]
+    assert first.cpu == "1.76 h, measured (stage time, in 3 parts)"
+    assert first.peak_rss == "see `docs/costs.md` (resumed in 3 parts; the last one's largest: 8.5 GB)"
 
 
 def test_failed_and_missing_stages_are_named_never_filled_in():

@@ -172,7 +172,7 @@ def full_repro(repo: Path, env: dict[str, str], out: Path, resume: bool = False,
                   "seconds": total, "hours": round(total / 3600, 2), "stages": stages,
                   "slowest": slowest(stages)}
     if resume:
-        run["cpu_s_note"] = "cpu_s counts the last part only"
+        run["cpu_s_note"] = "cpu_s and peak_rss_gb count the last part only"
     store_full_repro(out, run)
     return 0
 

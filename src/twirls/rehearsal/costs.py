@@ -466,9 +466,15 @@ def measured_row(pipeline: dict[str, Any] | None) -> Row:
         so_far = float(run.get("seconds_so_far") or 0.0)
         cpu = (f"incomplete run: {len(run.get('stages') or {})} stages in "
                f"{duration(so_far, unit_for(so_far))}, measured")
-    peak = run.get("peak_rss_gb")
-    rss = (f"{gb(peak)} (largest process; which stage is not recorded)"
-           if isinstance(peak, (int, float)) else "see `docs/costs.md`")
+    peak, parts = run.get("peak_rss_gb"), len(run.get("parts") or [])
+    if not isinstance(peak, (int, float)):
+        rss = "see `docs/costs.md`"
+    elif parts > 1:  # the largest process of the last part only: the others' ended unmeasured
+        rss = f"see `docs/costs.md` (resumed in {parts} parts; the last one's largest: {gb(peak)})"
+    else:
+        rss = f"{gb(peak)} (largest process; which stage is not recorded)"
+    if parts > 1 and run.get("complete"):
+        cpu += f" (stage time, in {parts} parts)"
     return Row(part, cpu, NOT_MEASURED, rss)
 
 
