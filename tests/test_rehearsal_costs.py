@@ -101,7 +101,8 @@ def test_minutes_and_the_measured_runs_peak():
     resumed = {"full_repro": {**with_peak["full_repro"], "parts": [{}, {}, {}]}}
     first = table_rows(Inputs(report(), resumed))[0]
     assert first.cpu == "1.76 h, measured (stage time, in 3 parts)"
-    assert first.peak_rss == "see `docs/costs.md` (resumed in 3 parts; the last one's largest: 8.5 GB)"
+    assert first.peak_rss == ("see `docs/costs.md` (resumed in 3 parts; the last one's largest: "
+                              "8.5 GB)")
 
 
 def test_failed_and_missing_stages_are_named_never_filled_in():
