@@ -103,8 +103,10 @@ def test_resume_goes_on_with_an_interrupted_run_and_keeps_both_parts(tmp_path, m
                                               "stages": {"fetch@cora": 2.0, "table8": 1000.0}}}))
     commands = []
 
-    def fake_timed(cmd, cwd, env, on_stage):
+    def fake_timed(cmd, cwd, env, on_stage=None):
         commands.append(cmd)
+        if cmd == ["dvc", "repro"]:  # what the parts left stale: table9, run before table8's rerun
+            return 30.0, {"table9@nettack-cora": 25.0}, ""
         ran = {name: 100.0 * (i + 1) for i, name in enumerate(cmd[4:])}
         on_stage(dict(list(ran.items())[:1]))
         return sum(ran.values()), ran, ""
@@ -118,8 +120,10 @@ def test_resume_goes_on_with_an_interrupted_run_and_keeps_both_parts(tmp_path, m
     assert [part["commit"] for part in data["parts"]][0] == "abc" and len(data["parts"]) == 2
     assert pipeline.full_repro(tmp_path, {}, out, resume=True) == 0
     data = json.loads(out.read_text())["full_repro"]
-    assert commands[-1] == ["dvc", "repro", "-f", "-s", "report"]
-    assert data["complete"] is True and data["seconds"] == 1102.0 + 100.0
+    assert commands[-2:] == [["dvc", "repro", "-f", "-s", "report"], ["dvc", "repro"]]
+    assert data["complete"] is True and data["seconds"] == 1102.0 + 100.0 + 30.0
+    assert data["stale_reruns"] == {"table9@nettack-cora": 25.0}
+    assert data["stages"]["table9@nettack-cora"] == 100.0  # its own run, not the rerun
     assert list(data["stages"]) == ["fetch@cora", "table8", "table9@nettack-cora", "report"]
     assert len(data["parts"]) == 3
     out.write_text(json.dumps({"full_repro": data}))
@@ -128,7 +132,7 @@ def test_resume_goes_on_with_an_interrupted_run_and_keeps_both_parts(tmp_path, m
     out.write_text(json.dumps({"full_repro": data | {"complete": False}}))
     with pytest.raises(SystemExit, match="already holds every stage"):  # never a whole rerun
         pipeline.full_repro(tmp_path, {}, out, resume=True)
-    assert len(commands) == 2
+    assert len(commands) == 3
 
 
 def test_target_part_that_covers_every_locked_stage_completes_the_record(tmp_path, monkeypatch):
@@ -136,12 +140,12 @@ def test_target_part_that_covers_every_locked_stage_completes_the_record(tmp_pat
     out.write_text(json.dumps({"full_repro": {"complete": False, "commit": "abc",
                                               "stages": {"fetch@cora": 2.0}}}))
     (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages:\n  fetch@cora: {}\n  table8: {}\n")
-    monkeypatch.setattr(pipeline, "timed", lambda cmd, cwd, env, on_stage: (
-        10.0, {"table8": 9.0}, ""))
+    monkeypatch.setattr(pipeline, "timed", lambda cmd, cwd, env, on_stage=None: (
+        (10.0, {"table8": 9.0}, "") if "-s" in cmd else (0.5, {}, "")))  # nothing left stale
     assert pipeline.full_repro(tmp_path, {}, out, resume=True, targets=["table8"]) == 0
     data = json.loads(out.read_text())["full_repro"]
-    assert data["complete"] is True and data["seconds"] == 12.0
-    assert list(data["stages"]) == ["fetch@cora", "table8"]
+    assert data["complete"] is True and data["seconds"] == 12.5
+    assert list(data["stages"]) == ["fetch@cora", "table8"] and data["stale_reruns"] == {}
     out.write_text(json.dumps({"full_repro": data}))
     with pytest.raises(SystemExit, match="no interrupted --full run"):
         pipeline.full_repro(tmp_path, {}, out, resume=True)
