@@ -14,7 +14,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from twirls.data.graph import Split, undirected_graph
-from twirls.models import GraphOps, build_model, propagation
+from twirls.models import GraphOps, build_model, propagation, sparse_features
 from twirls.models.attention import AttentionSpec, TruncatedLp
 from twirls.models.propagation import PropagationSpec, propagate, row_operator, row_operator_pays
 from twirls.train import TrainConfig, run_seeds, set_seed, train_run
@@ -132,6 +132,27 @@ def test_forward_and_gradients_equal_the_single_seed_models(key):
     check_same_as_single(name, cfg, ops, x, labels, split)
     if with_sparse:
         check_same_as_single(name, cfg, ops, sparse(x), labels, split)
+
+
+@pytest.mark.parametrize("cfg", [
+    {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2, "hidden": 64, "input_dropout": 0.8,
+     "dropout": 0.5},  # the two-layer f on sparse features (_SparseMLP)
+    {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 1, "input_dropout": 0.5},  # narrow
+])
+def test_skipping_dropped_entries_changes_no_bit(monkeypatch, cfg):
+    """The sparse products without the entries input dropout zeroed (drop_zeros) give the same
+    outputs and gradients, bit for bit, as with them stored."""
+    ops, x, labels, split = small_graph(n=80, d=300)
+    x = sparse(x)
+    runs = []
+    for min_width in (sparse_features.DROP_ZEROS_MIN_WIDTH, 10**9):  # skipped, then stored
+        monkeypatch.setattr(sparse_features, "DROP_ZEROS_MIN_WIDTH", min_width)
+        net = stack_models(built("twirls", {**cfg, "hidden": 64}, x.shape[1], 3)).train()
+        logits = net(ops, x, Masks(SEEDS, "fast"))
+        batch_loss(logits, labels, split.train).sum().backward()
+        runs.append([logits.detach()] + [p.grad for p in net.parameters()])
+    for ours, stored in zip(*runs, strict=True):
+        assert torch.equal(ours, stored)
 
 
 @pytest.fixture(scope="module")

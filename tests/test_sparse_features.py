@@ -1,13 +1,20 @@
 """``csr_matmul``: the same numbers as ``torch.sparse.mm`` forward and backward, with the
-transposed pattern built once per feature matrix."""
+transposed pattern built once per feature matrix and, in wide products, the entries input dropout
+zeroed skipped."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from twirls.models import sparse_features
 from twirls.models.layers import dropout
-from twirls.models.sparse_features import csr_matmul, transpose_pattern
+from twirls.models.sparse_features import (
+    DROP_ZEROS_MIN_WIDTH,
+    csr_matmul,
+    drop_zeros,
+    transpose_pattern,
+)
 
 
 def bag_of_words(n: int = 300, d: int = 500, density: float = 0.02, seed: int = 0
@@ -46,3 +53,44 @@ def test_transpose_pattern_is_the_transpose_and_is_built_once():
         assert transpose_pattern(dropout(x, 0.5, True)) is t  # same indices: cached
     assert transpose_pattern(bag_of_words(seed=2)) is not t
     assert len(sparse_features._CACHE) == 2
+
+
+def test_drop_zeros_removes_exactly_the_stored_zeros_in_either_order():
+    x = dropout(bag_of_words(seed=3), 0.5, True)
+    crow, col, values = drop_zeros(x.crow_indices(), x.col_indices(), x.values())
+    assert values.numel() == int((x.values() != 0).sum()) < x.values().numel()
+    dense = torch.sparse_csr_tensor(crow, col, values, x.shape, check_invariants=True).to_dense()
+    assert torch.equal(dense, x.to_dense())
+    t = transpose_pattern(x)
+    crow, col, values = drop_zeros(t.t_crow, t.t_col, x.values(), t.perm)
+    assert crow.dtype == t.t_crow.dtype and torch.all(values != 0)
+    dense_t = torch.sparse_csr_tensor(crow, col, values, (x.shape[1], x.shape[0]),
+                                      check_invariants=True).to_dense()
+    assert torch.equal(dense_t, x.to_dense().t())
+    full = bag_of_words(seed=3)  # nothing to drop: the same tensors back
+    same = drop_zeros(full.crow_indices(), full.col_indices(), full.values())
+    assert same[2] is not None and torch.equal(same[2], full.values())
+
+
+@pytest.mark.parametrize("width", [DROP_ZEROS_MIN_WIDTH, 100])
+def test_wide_products_skip_dropped_entries_and_give_torchs_bits(monkeypatch, width):
+    calls = []
+    monkeypatch.setattr(sparse_features, "drop_zeros",
+                        lambda *a: calls.append(1) or drop_zeros(*a))
+    x = bag_of_words()
+    for seed in range(3):
+        torch.manual_seed(seed)
+        weight = torch.randn(width, x.shape[1], requires_grad=True)
+        grad = torch.randn(x.shape[0], width)
+        xd = dropout(x, 0.8, True)
+        ours = csr_matmul(xd, weight.t())
+        ours.backward(grad)
+        ours_grad, weight.grad = weight.grad.clone(), None
+        ref = torch.sparse.mm(xd, weight.t())  # the zeros stored
+        ref.backward(grad)
+        assert torch.equal(ours, ref)
+        assert torch.equal(ours_grad, weight.grad)
+    assert len(calls) == 6  # forward and backward, each time
+    calls.clear()
+    csr_matmul(dropout(x, 0.8, True), torch.randn(x.shape[1], DROP_ZEROS_MIN_WIDTH - 1))
+    assert not calls  # narrower: the zeros stay
