@@ -31,7 +31,8 @@ from torch.nn import functional as F
 
 from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps, SparseMatrix
-from twirls.models.layers import is_sparse, norm_layers
+from twirls.models.layers import dropout, is_sparse, norm_layers
+from twirls.models.sparse_features import csr_matmul
 
 
 def edge_softmax(scores: Tensor, dst: Tensor, num_nodes: int) -> Tensor:
@@ -82,7 +83,11 @@ class GATConv(nn.Module):
         nn.init.constant_(self.bias, 0.0)
 
     def forward(self, ops: GraphOps, h: Tensor) -> Tensor:
-        z = self.fc(self.feat_drop(h)).view(-1, self.heads, self.out_dim)
+        if is_sparse(h):  # bag-of-words input: dropout on the stored entries, a CSR product
+            z = csr_matmul(dropout(h, self.feat_drop.p, self.training), self.fc.weight.t())
+        else:
+            z = self.fc(self.feat_drop(h))
+        z = z.view(-1, self.heads, self.out_dim)
         src, dst = ops.col, ops.row  # the pattern's entries (i, j): j sends to i
         left = (z * self.attn_l).sum(-1)  # (n, heads): the sender's part
         right = (z * self.attn_r).sum(-1)  # the receiver's part
@@ -119,6 +124,8 @@ class GAT(nn.Module):
     Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
     """
 
+    accepts_sparse = True
+
     def __init__(self, in_dim: int, out_dim: int, cfg: GATConfig | None = None) -> None:
         super().__init__()
         cfg = cfg or GATConfig()
@@ -142,7 +149,7 @@ class GAT(nn.Module):
         return cls(in_dim, out_dim, GATConfig.from_mapping(cfg))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
-        h = x.to_dense() if is_sparse(x) else x
+        h = x
         for k, conv in enumerate(self.convs):
             h = conv(ops, h).flatten(1)
             h = F.elu(h if self.norms is None else self.norms[k](h))
