@@ -121,7 +121,8 @@ class GATConfig(ModelConfig):
 class GAT(nn.Module):
     """GAT (see module doc) with the hyperparameters of :class:`GATConfig`.
 
-    Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
+    Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``; ``x`` may be sparse CSR (the
+    first layer's dropout then acts on the stored entries, and its product is a CSR product).
     """
 
     accepts_sparse = True

@@ -14,6 +14,9 @@ quotes GraphSAGE from there). Dropout acts on every layer's input (``feat_drop``
 with, operation for operation: the same parameters and initialisation, the same order of the
 linear map and the mean (the narrower side first), 0 for a node without neighbours, the same
 outputs to float32 rounding (``tests/test_gat_sage.py``, against DGL in ``make test-reference``).
+Sparse CSR features (bag-of-words: Actor's are 0.6 % nonzero) stay sparse: the first layer's
+dropout acts on the stored entries and its products are CSR products, the same map as the dense
+one at a fraction of the work (other rounding than DGL's dense product).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from torch.nn import functional as F
 
 from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps, SparseMatrix
-from twirls.models.layers import is_sparse
+from twirls.models.layers import dropout, is_sparse
+from twirls.models.sparse_features import csr_matmul
 
 
 def mean_matrix(ops: GraphOps) -> SparseMatrix:
@@ -67,9 +71,14 @@ class SAGEConv(nn.Module):
         nn.init.xavier_uniform_(self.fc_neigh.weight, gain=gain)
 
     def forward(self, ops: GraphOps, h: Tensor) -> Tensor:
-        h = self.feat_drop(h)
         mean = mean_matrix(ops)
-        if self.fc_neigh.in_features > self.fc_neigh.out_features:  # map first, then average
+        narrows = self.fc_neigh.in_features > self.fc_neigh.out_features
+        if is_sparse(h) and narrows:  # bag-of-words input: dropout on the stored entries, CSR
+            h = dropout(h, self.feat_drop.p, self.training)  # products, then average
+            neigh = mean @ csr_matmul(h, self.fc_neigh.weight.t())
+            return csr_matmul(h, self.fc_self.weight.t()) + self.fc_self.bias + neigh
+        h = self.feat_drop(h.to_dense() if is_sparse(h) else h)
+        if narrows:  # map first, then average
             neigh = mean @ self.fc_neigh(h)
         else:
             neigh = self.fc_neigh(mean @ h)
@@ -90,8 +99,10 @@ class GraphSAGEConfig(ModelConfig):
 class GraphSAGE(nn.Module):
     """GraphSAGE (see module doc) with the hyperparameters of :class:`GraphSAGEConfig`.
 
-    Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``.
+    Shapes: ``forward(ops, x)``: ``x (n, in_dim) → (n, out_dim)``; ``x`` may be sparse CSR.
     """
+
+    accepts_sparse = True
 
     def __init__(self, in_dim: int, out_dim: int, cfg: GraphSAGEConfig | None = None) -> None:
         super().__init__()
@@ -109,7 +120,7 @@ class GraphSAGE(nn.Module):
         return cls(in_dim, out_dim, GraphSAGEConfig.from_mapping(cfg))
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
-        h = x.to_dense() if is_sparse(x) else x
+        h = x
         for k, conv in enumerate(self.convs):
             h = conv(ops, h)
             if k < len(self.convs) - 1:

@@ -280,7 +280,10 @@ class _SparseMLP(torch.autograd.Function):
     the unbatched FeedForward draws them. Backward by hand, with the saved ``H_k``:
     ``∂W2_k = H_kᵀ G_k``, ``∂b2_k = Σ_i G_k``, ``G_H = [H_k > 0] (G_k W2_kᵀ) / (1-p)``
     (``H_k > 0`` exactly where the pre-activation is positive and the entry kept),
-    ``∂W1_k = X_kᵀ G_H``, ``∂b1_k = Σ_i G_H``."""
+    ``∂W1_k = X_kᵀ G_H``, ``∂b1_k = Σ_i G_H``. The products with a narrow side (the classes)
+    run transposed, ``H W2 = (W2ᵀ Hᵀ)ᵀ`` and ``∂W2 = (Gᵀ H)ᵀ``: MKL's kernels for a 7-column
+    output take 3-4x as long as for a 7-row one (0.9 against 0.25 ms, and 0.65 against 0.22, on
+    Cora's ``2708 x 128`` hidden state, one core with AVX-512)."""
 
     @staticmethod
     def forward(ctx, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, x: Tensor,
@@ -295,7 +298,7 @@ class _SparseMLP(torch.autograd.Function):
             h = b1[k].expand(n, -1).clone().addmm_(xk, w1[k]).relu_()
             if masks is not None:
                 h.mul_(masks.seed_noise(k, h.shape, p))
-            torch.addmm(b2[k], h, w2[k], out=out[k])
+            out[k].copy_(torch.addmm(b2[k].unsqueeze(1), w2[k].t(), h.t()).t())  # (W2ᵀ Hᵀ)ᵀ
             if keep:
                 hidden.append(h)
         ctx.save_for_backward(w2)
@@ -314,7 +317,7 @@ class _SparseMLP(torch.autograd.Function):
         grad_b1, grad_w2 = grad.new_empty(num, width), torch.empty_like(w2)
         for k in range(num):
             h, g = hidden[k], grad[k]
-            grad_w2[k].copy_(torch.mm(g.t(), h).t())  # (Gᵀ H)ᵀ: ~2.8x faster than Hᵀ G here
+            grad_w2[k].copy_(torch.mm(g.t(), h).t())  # (Gᵀ H)ᵀ
             g_h = torch.ops.aten.threshold_backward(torch.mm(g, w2[k].t()), h, 0)
             if ctx.scale != 1.0:
                 g_h.mul_(ctx.scale)
