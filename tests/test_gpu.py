@@ -1,7 +1,8 @@
 """GPU checks: ``pytest -m gpu tests/test_gpu.py`` (skipped, with the reason, without CUDA).
 
 * Every model family of :data:`twirls.models.MODELS` gives the same eval-mode logits on CUDA as
-  on the CPU for the same weights (float32 tolerance), then trains a few epochs on CUDA.
+  on the CPU for the same weights (float32 tolerance), then trains a few epochs on CUDA; the
+  families that take sparse CSR features (``accepts_sparse``) do so again on bag-of-words ones.
 * ``run_experiment`` trains on the GPU that ``pick_device("auto")`` picks.
 * Table 12's taggers (MLP, GCN, TWIRLS-base over a character embedding, the bi-LSTM) give the
   same logits on CUDA as on the CPU, then train on sentence mini-batches on CUDA.
@@ -97,6 +98,9 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
                     "batch_size": 32}),
 ]
 CASE_IDS = [case for case, _, _ in CASES]
+#: the cases whose model takes sparse CSR features (``accepts_sparse``)
+SPARSE_CASES = [c for c in CASES if getattr(MODELS[c[1]], "accepts_sparse", False)]
+SPARSE_IDS = [case for case, _, _ in SPARSE_CASES]
 
 
 def small_task(n: int = 240, edges: int = 720, features: int = 24, classes: int = 4,
@@ -128,10 +132,14 @@ def model_meta(name: str, graph: Any) -> dict[str, Any]:
 
 
 def same_logits_then_train(name: str, cfg: dict[str, Any], device: str, *,
-                           epochs: int = 5) -> None:
+                           epochs: int = 5, sparse: bool = False) -> None:
     """Same weights on the CPU and on ``device``: eval-mode logits agree to float32 precision;
-    then ``train_run`` trains the ``device`` copy for ``epochs`` epochs with finite losses."""
+    then ``train_run`` trains the ``device`` copy for ``epochs`` epochs with finite losses.
+    ``sparse``: bag-of-words features as sparse CSR, as the stages give them to the models that
+    take them (``accepts_sparse``)."""
     graph, x, labels, split = small_task()
+    if sparse:
+        x = (x > 0.7).float().to_sparse_csr()
     torch.manual_seed(0)
     cpu_model = build_model(name, cfg, x.shape[1], int(labels.max()) + 1,
                             num_nodes=graph.num_nodes(), **model_meta(name, graph))
@@ -562,6 +570,12 @@ def test_model_family_same_logits_on_cuda_then_trains(case, name, cfg):
 
 
 @gpu_test
+@pytest.mark.parametrize(("case", "name", "cfg"), SPARSE_CASES, ids=SPARSE_IDS)
+def test_model_family_on_sparse_features_same_logits_on_cuda_then_trains(case, name, cfg):
+    same_logits_then_train(name, cfg, "cuda", sparse=True)
+
+
+@gpu_test
 @pytest.mark.parametrize(("case", "name", "cfg"), CASES, ids=CASE_IDS)
 def test_epoch_loop_waits_for_the_gpu_only_at_its_host_read(case, name, cfg):
     """At least one sync (the sync debug mode works), and every one at the host read."""
@@ -620,6 +634,11 @@ def test_every_model_family_has_a_gpu_case():
 @pytest.mark.parametrize(("case", "name", "cfg"), CASES, ids=CASE_IDS)
 def test_model_family_check_runs_on_the_cpu(case, name, cfg):
     same_logits_then_train(name, cfg, "cpu", epochs=2)
+
+
+@pytest.mark.parametrize(("case", "name", "cfg"), SPARSE_CASES, ids=SPARSE_IDS)
+def test_model_family_sparse_check_runs_on_the_cpu(case, name, cfg):
+    same_logits_then_train(name, cfg, "cpu", epochs=2, sparse=True)
 
 
 @pytest.mark.parametrize(("case", "name", "cfg"), CASES, ids=CASE_IDS)
