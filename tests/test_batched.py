@@ -81,6 +81,9 @@ CONFIGS = {  # name -> (model, model_cfg, also on sparse CSR features)
     "sgc": ("sgc", {"dropout": 0.3}, False),
     "gcn": ("gcn", {"hidden": 16}, True),  # dense: (ÂX)W then Â(HW); sparse: Â(XW) twice
     "appnp": ("appnp", {"steps": 4, "hidden": 16}, True),
+    "closed-form": ("twirls-closed-form", {"lam": 1.0, "mlp_before": 2, "hidden": 16,
+                                           "input_dropout": 0.3, "dropout": 0.5}, True),
+    "closed-form-normalized": ("twirls-closed-form", {"lam": 2.0, "normalized": True}, False),
 }
 
 

@@ -179,6 +179,8 @@ BATCHED_CASES = {  # small versions of the configurations train.batch trains (is
     "sgc": ("sgc", {"dropout": 0.3}),
     "gcn": ("gcn", {"hidden": 16}),
     "appnp": ("appnp", {"steps": 4, "hidden": 16}),
+    "closed-form": ("twirls-closed-form", {"lam": 1.0, "mlp_before": 2, "hidden": 16,
+                                           "dropout": 0.5}),
 }
 
 

@@ -24,6 +24,9 @@ the seeds stacked:
 * MLP: the stacked layers. SGC: the cached ``Â^K X``, shared, then ``X [W_1 … W_K]``.
 * GCN: ``Â (H W_k)`` per layer, one sparse product over all seeds.
 * APPNP: the MLP, then ``Z ← (1-a) Â Z + a H`` on ``[Z_1 … Z_K]``.
+* The closed form (eq. 2): ``f`` as TWIRLS-base's, then one dense product of the cached
+  ``(I + λL)⁻¹`` with ``[f_1 … f_K]``: the inverse is read once for all seeds (Cora, one core:
+  7 columns 6.8 ms, 70 columns 8.9 ms).
 
 Not batched (a ``NotImplementedError`` names the reason): attention with ``prox_relu``,
 ``norm`` layers, learned node inputs (``embedding``), other models.
@@ -40,6 +43,7 @@ from torch import Tensor, nn
 from twirls.models.baselines import APPNP, GCN, MLP, SGC
 from twirls.models.baselines.appnp import _scaled
 from twirls.models.baselines.sgc import sgc_features
+from twirls.models.closed_form import TWIRLSClosedForm, _Propagate
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import FeedForward, is_sparse
 from twirls.models.propagation import (
@@ -246,8 +250,24 @@ class BatchedAPPNP(Batched):
         return from_wide(z, self.num)
 
 
+class BatchedClosedForm(Batched):
+    def __init__(self, models: Sequence[TWIRLSClosedForm]) -> None:
+        _no_norms(models[0].f)
+        super().__init__(models)
+
+    def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
+        m = self.template
+        h = as_batch(self.feed_forward("f", m.f, dropout(x, m.input_dropout, masks), masks),
+                     self.num)
+        wide = to_wide(h)
+        if not wide.requires_grad:
+            return from_wide(m.inverse(ops) @ wide, self.num)
+        return from_wide(_Propagate.apply(wide, m.inverse(ops), m.inverse_t(ops)), self.num)
+
+
 BATCHED: dict[type, type[Batched]] = {TWIRLS: BatchedTWIRLS, MLP: BatchedMLP, SGC: BatchedSGC,
-                                      GCN: BatchedGCN, APPNP: BatchedAPPNP}
+                                      GCN: BatchedGCN, APPNP: BatchedAPPNP,
+                                      TWIRLSClosedForm: BatchedClosedForm}
 
 
 def stack_models(models: Sequence[nn.Module]) -> Batched:
