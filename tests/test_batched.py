@@ -583,8 +583,9 @@ def test_batched_seeds_benchmark_names_its_configurations(capsys):
     assert bench.config_problem("table8:16:0.5", params) == ""
     assert bench.config_problem("cora-gcn", params) == ""
     assert bench.config_problem("table4-twirls:nettack-cora", params) == ""
+    assert bench.config_problem("figure2:twirls-closed-form", params) == ""
     for bad in ("table8:12:0.5", "table8:16", "table8:x:0.1", "cora-gcm",
-                "table4-twirls:cora"):
+                "table4-twirls:cora", "figure2:twirls", "figure2:sgc", "figure2:gcn"):
         assert bench.config_problem(bad, params), bad
     with pytest.raises(SystemExit) as stop:
         bench.main(["--configs", "table8:12:0.5", "--params", str(REPO / "params")])

@@ -7,8 +7,10 @@ worker processes), written to ``reports/benchmarks/batched-seeds.json``.
 
 * The configurations are ``params/table2.yaml`` entries, ``table4-twirls:<dataset>`` (Table
   4's TWIRLS, with ``params.yaml``'s attention, on the attack stage's graph in ``--attacked``),
-  or ``table8:<S>:<alpha>`` (the point of Table 8's grid that fills its cell, the curve
-  ``TWIRLS-base`` of ``params/table8.yaml``), trained as their stage trains them
+  ``table8:<S>:<alpha>`` (the point of Table 8's grid that fills its cell, the curve
+  ``TWIRLS-base`` of ``params/table8.yaml``) or ``figure2:<model>`` (the curve of
+  ``params/figure2.yaml`` with that model and no grid: ``figure2:twirls-closed-form``, the closed
+  form eq. 2), trained as their stage trains them
   (:func:`twirls.train.experiment.run_inputs`: the same features, model builder, training
   config and split; one torch thread and flushed denormals, as ``threads: 1``); both paths use
   ``jobs`` worker processes as the stages do (``jobs: auto``, one per core,
@@ -66,6 +68,7 @@ CONFIGS = ["cora-twirls-base-k2", "citeseer-twirls-base-k2", "table4-twirls:nett
            "cora-gcn", "cora-appnp", "table8:16:0.5", "table8:64:0.1"]
 ATTACKED = "table4-twirls:"  # a configuration on an attacked graph: ATTACKED + dataset
 TABLE8 = "table8:"  # a point of Table 8's grid: TABLE8 + "<steps>:<alpha>"
+FIGURE2 = "figure2:"  # a curve of Figure 2 without a grid: FIGURE2 + its model
 
 
 def device_name(device: torch.device) -> str:
@@ -114,8 +117,18 @@ def config_inputs(name: str, args: argparse.Namespace, params: dict[str, Any]
         exp = {**sweep_entry(sweep["curves"]["TWIRLS-base"], table8_point(name), sweep["split"]),
                "dataset": sweep["dataset"]}
         return exp, load_dataset(sweep["dataset"], args.raw)
+    if name.startswith(FIGURE2):
+        sweep = params["figure2"]
+        spec = figure2_curves(sweep)[name.removeprefix(FIGURE2)]
+        exp = {**sweep_entry(spec, {}, sweep["split"]), "dataset": sweep["dataset"]}
+        return exp, load_dataset(sweep["dataset"], args.raw)
     exp = train_entry(params["table2"][name])
     return exp, load_dataset(exp["dataset"], args.raw)
+
+
+def figure2_curves(sweep: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Figure 2's curves without a grid (one configuration each), by their model."""
+    return {spec["model"]: spec for spec in sweep["curves"].values() if not spec.get("grid")}
 
 
 def table8_point(name: str) -> dict[str, Any]:
@@ -151,9 +164,14 @@ def config_problem(name: str, params: dict[str, Any]) -> str:
             ok = False
         return "" if ok else (f"{name!r} is no point of Table 8's grid: table8:<S>:<alpha> "
                               f"with S in {grid['steps']} and alpha in {grid['alpha']}")
+    if name.startswith(FIGURE2):
+        known = figure2_curves(params["figure2"])
+        return "" if name.removeprefix(FIGURE2) in known else (
+            f"{name!r}: Figure 2's curves without a grid are "
+            + ", ".join(FIGURE2 + model for model in known))
     return "" if name in params["table2"] else (
-        f"{name!r} is neither an entry of params/table2.yaml, table4-twirls:<dataset> nor "
-        "table8:<S>:<alpha>")
+        f"{name!r} is neither an entry of params/table2.yaml, table4-twirls:<dataset>, "
+        "table8:<S>:<alpha> nor figure2:<model>")
 
 
 def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, Any],
@@ -208,8 +226,8 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", nargs="+", default=CONFIGS,
-                        help="params/table2.yaml entries, table4-twirls:<dataset> or "
-                             "table8:<S>:<alpha> (default: %(default)s)")
+                        help="params/table2.yaml entries, table4-twirls:<dataset>, "
+                             "table8:<S>:<alpha> or figure2:<model> (default: %(default)s)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 10, 100])
     parser.add_argument("--batch", type=int, default=10,
                         help="seeds per batch of the batched path (0: all in one)")
