@@ -151,6 +151,37 @@ def test_target_part_that_covers_every_locked_stage_completes_the_record(tmp_pat
         pipeline.full_repro(tmp_path, {}, out, resume=True)
 
 
+def test_target_part_of_a_complete_record_replaces_those_stages_seconds(tmp_path, monkeypatch):
+    """--resume --target on a complete record (a change of results in some stages): those
+    stages rerun, forced, and their new seconds replace the stored ones, in place, in the
+    total too; without --target a complete record is refused."""
+    (tmp_path / "dvc.lock").write_text(LOCK)
+    out = tmp_path / "pipeline.json"
+    stages = {"fetch@cora": 2.0, "table8": 1000.0, "report": 20.0, "table9@nettack-cora": 400.0}
+    out.write_text(json.dumps({"full_repro": {"complete": True, "commit": "abc",
+                                              "seconds": 1422.0, "stages": stages}}))
+    commands = []
+
+    def fake_timed(cmd, cwd, env, on_stage=None):
+        commands.append(cmd)
+        if cmd == ["dvc", "repro"]:  # report reads table8's new output
+            return 21.0, {"report": 19.0}, ""
+        on_stage({"table8": 600.0})
+        return 600.0, {"table8": 600.0}, ""
+
+    monkeypatch.setattr(pipeline, "timed", fake_timed)
+    assert pipeline.full_repro(tmp_path, {}, out, resume=True, targets=["table8"]) == 0
+    data = json.loads(out.read_text())["full_repro"]
+    assert commands == [["dvc", "repro", "-f", "-s", "table8"], ["dvc", "repro"]]
+    assert data["stages"] == {"fetch@cora": 2.0, "table8": 600.0, "report": 20.0,
+                              "table9@nettack-cora": 400.0}
+    assert list(data["stages"]) == list(stages)
+    assert data["complete"] is True and data["seconds"] == 2.0 + 600.0 + 20.0 + 400.0 + 21.0
+    assert [part["commit"] for part in data["parts"]][0] == "abc" and len(data["parts"]) == 2
+    with pytest.raises(SystemExit, match="--target STAGE reruns stages of a complete one"):
+        pipeline.full_repro(tmp_path, {}, out, resume=True)
+
+
 def test_full_repro_records_the_largest_child_process(tmp_path, monkeypatch):
     # a stage that holds ~300 MB must show in the record (ru_maxrss: the largest child so far)
     def fake_timed(cmd, cwd, env, on_stage):

@@ -18,9 +18,10 @@
   checkout: rerun, forced, the stages of ``dvc.lock`` its record does not hold yet
   (:func:`remaining_stages`; a plain ``dvc repro`` would skip those whose lock entries are up
   to date), or exactly the stages ``--target`` names (say those whose results came from an
-  earlier stack), with ``dvc repro -f -s``; their seconds join the stored record's (which then
-  lists the commit and ``reference_s`` of each part: the machine may differ), complete once
-  every stage of ``dvc.lock`` is in it; then a plain ``dvc repro`` reruns what the parts left
+  earlier stack, or, in a complete record, those a change of results reran), with ``dvc repro
+  -f -s``; their seconds join the stored record's, in place of any it held (which then lists
+  the commit and ``reference_s`` of each part: the machine may differ), complete once every
+  stage of ``dvc.lock`` is in it; then a plain ``dvc repro`` reruns what the parts left
   stale (a stage of an earlier part whose inputs a later part rewrote), its seconds recorded as
   ``stale_reruns`` and counted in ``seconds``.
 """
@@ -134,20 +135,23 @@ def full_repro(repo: Path, env: dict[str, str], out: Path, resume: bool = False,
     finished so far are written after each one (``"complete": false``), so an interrupted run
     keeps what it measured. ``resume``: ``dvc repro`` of what such a run left, its stages added
     to the stored ones and each part's header kept under ``parts``; ``targets``: exactly those
-    stages, forced (``dvc repro -f -s``); the record is complete once it holds every stage of
-    ``dvc.lock``."""
-    done: dict[str, float] = {}
+    stages, forced (``dvc repro -f -s``), also of a complete record (say after a change of
+    their results), their new seconds in place of any stored ones; the record is complete once
+    it holds every stage of ``dvc.lock``."""
+    before: dict[str, float] = {}  # the stored record's stages
     parts: list[dict[str, Any]] = []
     if resume:
         old = json.loads(out.read_text()).get("full_repro") if out.is_file() else None
-        if not old or old.get("complete", True):
-            raise SystemExit(f"--resume: {out} holds no interrupted --full run to go on with")
-        done = old["stages"]
+        if not old or (old.get("complete", True) and not targets):
+            raise SystemExit(f"--resume: {out} holds no interrupted --full run to go on with "
+                             "(--target STAGE reruns stages of a complete one)")
+        before = old["stages"]
         parts = old.get("parts") or [{k: v for k, v in old.items()
                                       if k not in ("stages", "slowest", "parts")}]
-        targets = targets or remaining_stages(repo, done)
+        targets = targets or remaining_stages(repo, before)
         if not targets:
             raise SystemExit(f"--resume: {out}'s record already holds every stage of dvc.lock")
+    done = {k: v for k, v in before.items() if k not in (targets or [])}
     cmd = ["dvc", "repro", "-f", "-s", *targets] if targets else ["dvc", "repro", "-f"]
     head = run_header(repo) | {"command": " ".join(cmd),
                                "load_before": round(os.getloadavg()[0], 2)}
@@ -155,14 +159,19 @@ def full_repro(repo: Path, env: dict[str, str], out: Path, resume: bool = False,
         head["parts"] = parts + [dict(head)]
     cpu_before = children_cpu_seconds()
 
+    def joined(stages: dict[str, float]) -> dict[str, float]:
+        """``done`` and the new ``stages``, in the stored record's order."""
+        return {k: stages.get(k, v) for k, v in before.items() if k in done or k in stages
+                } | stages
+
     def partial(stages: dict[str, float]) -> None:
-        both = done | stages
+        both = joined(stages)
         store_full_repro(out, head | {"complete": False,
                                       "seconds_so_far": round(sum(both.values()), 2),
                                       "stages": both}, announce=False)
 
     total, stages, _ = timed(cmd, repo, env, on_stage=partial)
-    stages = done | stages
+    stages = joined(stages)
     if resume and not set(locked_stages(repo)) <= set(stages):
         partial(stages)
         return 0
