@@ -18,9 +18,10 @@ from twirls.models.energy import (
     lemma33_alpha_bound,
     robust_energy,
 )
-from twirls.models.graph_ops import GraphOps
+from twirls.models.graph_ops import GraphOps, SparseMatrix
 from twirls.models.propagation import (
     PropagationSpec,
+    _Steps,
     iterates,
     paper_operator,
     propagate,
@@ -285,3 +286,40 @@ def test_steps_nodes_equal_the_step_by_step_chain_bit_for_bit(variant, steps, pl
     assert propagate(ops, x, spec).grad_fn is None  # nothing requires grad: no graph
     assert torch.equal(fused, chain) and torch.equal(fused_grad, chain_grad)
     assert not torch.equal(chain_grad, torch.zeros_like(chain_grad))
+
+
+def test_sddmm_on_a_constant_diagonal_skips_it_with_the_same_gradients():
+    # ops.matrix with a number (or a tensor without grad) on the diagonal computes the entries'
+    # gradient on A's edges alone (SparseMatrix.grad_entries): the edges' gradients must be
+    # those of the SDDMM over the whole pattern, bit for bit; with a diagonal that requires grad
+    # every entry is computed
+    ops = random_ops(5, 60, 200)
+    gen = torch.Generator().manual_seed(6)
+    x, weight = torch.randn(60, 4, generator=gen), torch.randn(60, 4, generator=gen)
+    off0 = torch.rand(ops.num_edges, generator=gen)
+    diag0 = torch.rand(ops.n, generator=gen)
+    grads = []
+    for constant in (True, False):
+        off = off0.clone().requires_grad_(True)
+        for steps in (1, 3):  # one step (_SpMM) and a run of steps (_Steps)
+            mat = ops.matrix(off, 0.3)
+            assert mat.constant_diagonal
+            mat.constant_diagonal = constant  # False: the SDDMM over every entry, as before
+            out = mat @ x if steps == 1 else _Steps.apply(mat.values, x, x, mat, steps)
+            (out * weight).sum().backward()
+            grads.append(off.grad.clone())
+            off.grad = None
+    assert torch.equal(grads[0], grads[2]) and torch.equal(grads[1], grads[3])
+    assert not torch.equal(grads[0], torch.zeros_like(grads[0]))
+    # the pattern's gradient: 0 on the diagonal, the full SDDMM's on the edges
+    mat = ops.matrix(off0, 0.3)
+    g = torch.randn(60, 4, generator=gen)
+    full = SparseMatrix(ops, mat.values)
+    skipped, whole = mat.grad_values(g, x), full.grad_values(g, x)
+    assert torch.equal(skipped[~ops.is_loop], whole[~ops.is_loop])
+    assert torch.equal(skipped[ops.is_loop], torch.zeros(ops.n))
+    assert not torch.equal(whole[ops.is_loop], torch.zeros(ops.n))
+    # a diagonal that requires grad: every entry's gradient
+    diag = diag0.clone().requires_grad_(True)
+    assert not ops.matrix(off0, diag).constant_diagonal
+    assert ops.matrix(off0, diag0).constant_diagonal

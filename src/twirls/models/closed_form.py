@@ -82,8 +82,11 @@ class TWIRLSClosedForm(nn.Module):
                           lambda: inv.t().contiguous())
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
-        x = dropout(x, self.input_dropout, self.training)
-        h = self.f(x)
+        return self.propagate(ops, self.f(dropout(x, self.input_dropout, self.training)))
+
+    def propagate(self, ops: GraphOps, h: Tensor) -> Tensor:
+        """``(I + λL)⁻¹ h`` for ``h`` ``(n, d)``: a plain product without a gradient, else
+        :class:`_Propagate` (its backward reads :meth:`inverse_t`)."""
         if not h.requires_grad:
             return self.inverse(ops) @ h
         return _Propagate.apply(h, self.inverse(ops), self.inverse_t(ops))

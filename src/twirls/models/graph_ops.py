@@ -199,8 +199,13 @@ class GraphOps:
         """The sparse matrix with ``M_ij = off[e]`` on edge ``e = (i, j)`` and ``M_ii = diag[i]``.
 
         ``symmetric=True`` promises ``M = Mᵀ`` (saves building the transpose for backward).
+        A ``diag`` without a gradient (a number, or a tensor that does not require grad) makes
+        the diagonal constant: the gradient of the entries is then computed on ``A``'s edges
+        alone (:meth:`SparseMatrix.grad_values`).
         """
-        return SparseMatrix(self, self.values(off, diag), symmetric=symmetric)
+        constant = not (isinstance(diag, Tensor) and diag.requires_grad)
+        return SparseMatrix(self, self.values(off, diag), symmetric=symmetric,
+                            constant_diagonal=constant)
 
     def weighted_degree(self, edge_weight: Tensor) -> Tensor:
         """``(n,)`` row sums ``Σ_j w_ij`` of edge weights ``(2m,)`` (no diagonal)."""
@@ -242,12 +247,16 @@ class SparseMatrix:
 
     ``M @ y`` and ``M.addmm(c, y)`` (``= c + M y``) are differentiable w.r.t. ``y``, ``c`` and the
     matrix entries ``values`` (if they require grad, e.g. attention weights).
+    ``constant_diagonal=True`` promises that no gradient flows from the diagonal entries (they
+    are numbers, as in TWIRLS' eq. 6 steps): their gradient is then 0 and not computed.
     """
 
-    def __init__(self, ops: GraphOps, values: Tensor, *, symmetric: bool = False) -> None:
+    def __init__(self, ops: GraphOps, values: Tensor, *, symmetric: bool = False,
+                 constant_diagonal: bool = False) -> None:
         self.ops = ops
         self.values = values
         self.symmetric = symmetric
+        self.constant_diagonal = constant_diagonal
         self._csr: Tensor | None = None
         self._csr_t: Tensor | None = None
 
@@ -284,8 +293,16 @@ class SparseMatrix:
 
     def grad_values(self, grad: Tensor, y: Tensor) -> Tensor:
         """``∂L/∂M_ij = grad_i · y_j`` on the pattern (SDDMM), for ``out = M y`` with
-        ``grad = ∂L/∂out`` (contiguous)."""
-        row, col = self.ops.row, self.ops.col
+        ``grad = ∂L/∂out`` (contiguous); 0 on a constant diagonal."""
+        return self.full_grad(self.grad_entries(grad, y))
+
+    def grad_entries(self, grad: Tensor, y: Tensor) -> Tensor:
+        """:meth:`grad_values` on the entries that need it: every entry of the pattern, or the
+        edges of ``A`` alone (``ops.dst``, ``ops.src``; 15-20 % fewer on the attacked graphs)
+        when the diagonal is constant. Sums of such parts go back to the pattern through
+        :meth:`full_grad`."""
+        ops = self.ops
+        row, col = (ops.dst, ops.src) if self.constant_diagonal else (ops.row, ops.col)
         # index_select copies whole rows (~4x faster than advanced indexing on CPU); the
         # products and sums are the same operations in the same order, so bit-identical
         parts = [
@@ -294,6 +311,15 @@ class SparseMatrix:
             for s in range(0, row.numel(), _SDDMM_CHUNK)
         ]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def full_grad(self, entries: Tensor) -> Tensor:
+        """The pattern's ``(2m + n,)`` gradient from :meth:`grad_entries`' (0 on a constant
+        diagonal)."""
+        if not self.constant_diagonal:
+            return entries
+        ops = self.ops
+        edges = ops.cached("edge_positions", lambda: (~ops.is_loop).nonzero().squeeze(1))
+        return entries.new_zeros(ops.row.numel()).index_copy_(0, edges, entries)
 
     def to_dense(self) -> Tensor:
         check_dense_size(self.ops.n, "SparseMatrix.to_dense")

@@ -257,7 +257,8 @@ class _Steps(torch.autograd.Function):
     Planetoid graphs): the same kernel forward; backward ``g⁽ʲ⁻¹⁾ = Mᵀ g⁽ʲ⁾``,
     ``∂c = g⁽ᵏ⁾ + g⁽ᵏ⁻¹⁾ + … + g⁽¹⁾`` and, when ``M``'s entries require grad (attention weights),
     ``∂M = Σ_j SDDMM(g⁽ʲ⁾, Y⁽ʲ⁻¹⁾)``, each sum in the order autograd's engine accumulates the
-    chained nodes' gradients (last step first).
+    chained nodes' gradients (last step first); on a constant diagonal the SDDMMs skip it and
+    their sum is put back on the pattern once (:meth:`SparseMatrix.grad_entries`).
     """
 
     @staticmethod
@@ -278,10 +279,12 @@ class _Steps(torch.autograd.Function):
         grad_values = grad_c = None
         for j in reversed(range(ctx.steps)):
             if ctx.inputs is not None:
-                part = mat.grad_values(g, ctx.inputs[j])
+                part = mat.grad_entries(g, ctx.inputs[j])
                 grad_values = part if grad_values is None else grad_values + part
             grad_c = g if grad_c is None else grad_c + g
             g = mat.t_matmul_no_grad(g)
+        if grad_values is not None:
+            grad_values = mat.full_grad(grad_values)
         return grad_values, grad_c, g, None, None
 
 

@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from twirls.models.baselines import APPNP, GCN, MLP, SGC
 from twirls.models.baselines.appnp import _scaled
 from twirls.models.baselines.sgc import sgc_features
-from twirls.models.closed_form import TWIRLSClosedForm, _Propagate
+from twirls.models.closed_form import TWIRLSClosedForm
 from twirls.models.graph_ops import GraphOps
 from twirls.models.layers import FeedForward, is_sparse
 from twirls.models.propagation import (
@@ -88,6 +88,12 @@ class Batched(nn.Module):
         """``forward(ops, x, masks)[:, rows]``, ``(K, r, C)``: the logits a loss on ``rows``
         reads (a model may compute only those, :meth:`BatchedTWIRLS.forward_rows`)."""
         return self(ops, x, masks).index_select(1, rows)
+
+    def input_feed_forward(self, prefix: str, ff: FeedForward, x: Tensor, p: float,
+                           masks: Masks | None) -> Tensor | SparseBatch:
+        """:meth:`feed_forward` on the input ``x`` after its dropout ``p``: the first block of
+        every model here."""
+        return self.feed_forward(prefix, ff, dropout(x, p, masks), masks)
 
     def feed_forward(self, prefix: str, ff: FeedForward, h: Tensor | SparseBatch,
                      masks: Masks | None) -> Tensor | SparseBatch:
@@ -135,8 +141,7 @@ class BatchedTWIRLS(Batched):
             dense = x.to_dense() if is_sparse(x) else x
             y = ops.cached_for(("twirls*", spec), x, lambda: m._propagate_no_grad(ops, dense))
         else:
-            h = self.feed_forward("mlp_before", m.mlp_before, dropout(x, m.input_dropout, masks),
-                                  masks)
+            h = self.input_feed_forward("mlp_before", m.mlp_before, x, m.input_dropout, masks)
             h = as_batch(_dense(h), self.num)
             y = (attention_propagate(ops, h, spec) if spec.has_attention
                  else from_wide(propagate(ops, to_wide(h), spec), self.num))
@@ -153,8 +158,7 @@ class BatchedTWIRLS(Batched):
         if m.cacheable or len(m.mlp_after.lins) or not row_operator_pays(ops, spec,
                                                                           rows.numel()):
             return super().forward_rows(ops, x, masks, rows)
-        h = self.feed_forward("mlp_before", m.mlp_before, dropout(x, m.input_dropout, masks),
-                              masks)
+        h = self.input_feed_forward("mlp_before", m.mlp_before, x, m.input_dropout, masks)
         q = ops.cached_for(("row_operator", spec), rows, lambda: row_operator(ops, spec, rows))
         return from_wide(q @ to_wide(as_batch(_dense(h), self.num)), self.num)
 
@@ -198,8 +202,8 @@ class BatchedMLP(Batched):
 
     def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
         m = self.template
-        h = self.feed_forward("net", m.net, dropout(x, m.input_dropout, masks), masks)
-        return as_batch(h, self.num)
+        return as_batch(self.input_feed_forward("net", m.net, x, m.input_dropout, masks),
+                        self.num)
 
 
 class BatchedSGC(Batched):
@@ -240,8 +244,7 @@ class BatchedAPPNP(Batched):
 
     def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
         m = self.template
-        h = as_batch(self.feed_forward("mlp", m.mlp, dropout(x, m.dropout, masks), masks),
-                     self.num)
+        h = as_batch(self.input_feed_forward("mlp", m.mlp, x, m.dropout, masks), self.num)
         adj = ops.cached(("appnp", m.alpha, ops.dtype), lambda: _scaled(ops, 1.0 - m.alpha))
         z = to_wide(h)
         teleport = m.alpha * z
@@ -257,12 +260,8 @@ class BatchedClosedForm(Batched):
 
     def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
         m = self.template
-        h = as_batch(self.feed_forward("f", m.f, dropout(x, m.input_dropout, masks), masks),
-                     self.num)
-        wide = to_wide(h)
-        if not wide.requires_grad:
-            return from_wide(m.inverse(ops) @ wide, self.num)
-        return from_wide(_Propagate.apply(wide, m.inverse(ops), m.inverse_t(ops)), self.num)
+        h = as_batch(self.input_feed_forward("f", m.f, x, m.input_dropout, masks), self.num)
+        return from_wide(m.propagate(ops, to_wide(h)), self.num)
 
 
 BATCHED: dict[type, type[Batched]] = {TWIRLS: BatchedTWIRLS, MLP: BatchedMLP, SGC: BatchedSGC,
