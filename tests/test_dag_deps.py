@@ -60,6 +60,20 @@ def test_training_runs_neither_the_report_nor_the_taggers():
         assert not [str(p) for p in needed if reports in p.parents or cws in p.parents], family
 
 
+def test_attacked_graph_readers_do_not_run_the_attack():
+    """The stages that train on an attacked graph read it with twirls/attack/io.py alone: a
+    change to the Mettack code reruns the `attack` stages, and the readers only when the graph
+    it writes (data/attacked/<dataset>.npz) changes."""
+    stages = {stage.family: stage for stage in dag.stage_deps()}
+    attack = {Path("src/twirls/attack/metattack.py"), Path("src/twirls/attack/normalize.py")}
+    for family in ("table4", "table4-twirls", "table4-twirls-base", "table4-twirls-extra",
+                   "table9", "variants-attacked"):
+        needed = stages[family].needed
+        assert Path("src/twirls/attack/io.py") in needed, family
+        assert not attack & set(needed), family
+    assert attack <= set(stages["attack"].needed)
+
+
 def test_minimal_deps_names_a_folder_only_when_it_runs_all_of_it():
     models = dag.tracked_files(Path("src/twirls/models"))
     assert dag.minimal_deps(models) == ["src/twirls/models"]

@@ -5,9 +5,8 @@
 * :mod:`twirls.attack.surrogate`      — DeepRobust-style GCN (surrogate and evaluation);
 * :mod:`twirls.attack.normalize`      — ``Â = D^{-1/2}(A+I)D^{-1/2}`` from an edge list;
 * :mod:`twirls.attack.io`             — the attacked-graph ``.npz`` file.
+
+Nothing is imported here: a stage that reads an attacked graph imports ``twirls.attack.io``
+alone, so its source deps (``python -m twirls.dag deps``) leave out the attack's code, whose
+changes reach it through ``data/attacked/<dataset>.npz`` only when the flips change.
 """
-
-from twirls.attack.io import AttackedGraph, load_attacked, save_attacked
-from twirls.attack.metattack import Metattack
-
-__all__ = ["AttackedGraph", "Metattack", "load_attacked", "save_attacked"]
