@@ -60,6 +60,18 @@ def test_training_runs_neither_the_report_nor_the_taggers():
         assert not [str(p) for p in needed if reports in p.parents or cws in p.parents], family
 
 
+def test_only_the_attacked_tables_run_the_defenses():
+    """Table 4's defenses (GNNGuard, GCN-SVD, ...) are code of the stages on attacked graphs
+    alone: a change there reruns none of the other tables (the schema names the defenses
+    without importing them)."""
+    defenses = Path("src/twirls/defenses")
+    stages = {stage.family: stage for stage in dag.stage_deps()}
+    for family in ("table2", "table3", "table10", "variants", "table8", "figure2", "chains",
+                   "table12", "check-params", "report"):
+        assert not [p for p in stages[family].needed if defenses in p.parents], family
+    assert any(defenses in p.parents for p in stages["table4"].needed)
+
+
 def test_attacked_graph_readers_do_not_run_the_attack():
     """The stages that train on an attacked graph read it with twirls/attack/io.py alone: a
     change to the Mettack code reruns the `attack` stages, and the readers only when the graph

@@ -19,7 +19,14 @@ from twirls.config.entries import (
     table9_entry,
     train_entry,
 )
-from twirls.config.schema import ATTACKED_GROUPS, TRAIN_GROUPS, ConfigError, check_params
+from twirls.config.schema import (
+    ATTACKED_GROUPS,
+    DEFENSES,
+    TRAIN_GROUPS,
+    VARIANTS,
+    ConfigError,
+    check_params,
+)
 from twirls.data.defaults import DATASET_DEFAULTS
 from twirls.data.registry import LOADERS
 from twirls.params import load_params, params_file, read_all, write_all
@@ -34,6 +41,15 @@ PARAMS = read_all(REPO)
 
 def test_committed_params_pass_the_schema():
     check_params(PARAMS)  # builds every model entry with its settings on a toy graph
+
+
+def test_the_schema_names_what_the_library_runs():
+    # the schema names the defenses and TWIRLS' variants without importing their code (every
+    # stage checks its params, and would then depend on that code): the same names
+    from twirls.defenses import NAMES
+    from twirls.models.propagation import VARIANTS as PROPAGATIONS
+
+    assert DEFENSES == NAMES and VARIANTS == PROPAGATIONS
 
 
 def test_every_dataset_has_its_defaults_stated_once():
