@@ -17,7 +17,6 @@ from twirls.data.graph import Split, undirected_graph
 from twirls.models import GraphOps, build_model, propagation, sparse_features
 from twirls.models.attention import AttentionSpec, TruncatedLp
 from twirls.models.propagation import PropagationSpec, propagate, row_operator, row_operator_pays
-from twirls.train import TrainConfig, run_seeds, set_seed, train_run
 from twirls.train.batched import (
     BatchConfig,
     Masks,
@@ -27,7 +26,7 @@ from twirls.train.batched import (
     train_batch,
 )
 from twirls.train.batched.trainer import batch_loss, make_optimizer
-from twirls.train.loop import seed_model_run
+from twirls.train.loop import TrainConfig, run_seeds, seed_model_run, set_seed, train_run
 
 from fixtures import MIRROR, PLANETOID
 

@@ -12,16 +12,9 @@ from sklearn.metrics import f1_score
 
 from twirls.data.graph import Split, undirected_graph
 from twirls.models import GraphOps, build_model
-from twirls.train import (
-    TrainConfig,
-    accuracy,
-    evaluate,
-    multilabel_f1,
-    pick_device,
-    run_seeds,
-    train_run,
-)
-from twirls.train.device import cuda_status
+from twirls.train.device import cuda_status, pick_device
+from twirls.train.loop import TrainConfig, evaluate, run_seeds, train_run
+from twirls.train.metrics import accuracy, multilabel_f1
 
 
 def easy_dataset(seed: int = 0, n: int = 150, classes: int = 3, d: int = 16):
