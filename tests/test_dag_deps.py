@@ -84,6 +84,10 @@ def test_attacked_graph_readers_do_not_run_the_attack():
         assert Path("src/twirls/attack/io.py") in needed, family
         assert not attack & set(needed), family
     assert attack <= set(stages["attack"].needed)
+    # and the attack runs none of the models nor the training loop (twirls.train imports
+    # nothing): a change there does not rerun it
+    assert not [p for p in stages["attack"].needed
+                if Path("src/twirls/models") in p.parents or p.name == "loop.py"]
 
 
 def test_minimal_deps_names_a_folder_only_when_it_runs_all_of_it():
