@@ -161,8 +161,7 @@ def full_repro(repo: Path, env: dict[str, str], out: Path, resume: bool = False,
 
     def joined(stages: dict[str, float]) -> dict[str, float]:
         """``done`` and the new ``stages``, in the stored record's order."""
-        return {k: stages.get(k, v) for k, v in before.items() if k in done or k in stages
-                } | stages
+        return {k: v for k, v in before.items() if k in done or k in stages} | stages
 
     def partial(stages: dict[str, float]) -> None:
         both = joined(stages)

@@ -315,11 +315,7 @@ class SparseMatrix:
     def full_grad(self, entries: Tensor) -> Tensor:
         """The pattern's ``(2m + n,)`` gradient from :meth:`grad_entries`' (0 on a constant
         diagonal)."""
-        if not self.constant_diagonal:
-            return entries
-        ops = self.ops
-        edges = ops.cached("edge_positions", lambda: (~ops.is_loop).nonzero().squeeze(1))
-        return entries.new_zeros(ops.row.numel()).index_copy_(0, edges, entries)
+        return self.ops.values(entries, 0.0) if self.constant_diagonal else entries
 
     def to_dense(self) -> Tensor:
         check_dense_size(self.ops.n, "SparseMatrix.to_dense")
