@@ -427,6 +427,17 @@ def test_fast_masks_keep_each_entry_with_probability_one_minus_p():
         assert abs(torch.corrcoef(torch.stack([a, b]))[0, 1].item()) < 0.02
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fast_masks_are_kept_over_keep_to_the_bit(dtype):
+    """A kept entry is ``1 / (1 - p)`` exactly as ``kept.to(dtype).div_(1 - p)`` rounds it, for
+    every ``p`` (in ``noise`` and ``seed_noise`` alike)."""
+    masks = Masks([3, 4], "fast", dtype=dtype)
+    for p in [i / 200 for i in range(1, 200)] + [1 / 3, 2 / 3, 0.123456789]:
+        for noise in (masks.noise((7, 9), p), masks.seed_noise(1, (7, 9), p)):
+            assert noise.dtype == dtype
+            assert torch.equal(noise, (noise > 0).to(dtype).div_(1 - p)), p
+
+
 def test_first_model_and_unsupported_models():
     ops, x, labels, split = small_graph(seed=6)
     cfg = TrainConfig(epochs=5, lr=0.05, patience=2)
@@ -607,3 +618,31 @@ def test_batched_seeds_records_keep_the_machine_they_were_timed_on():
         "Xeon", "abc", "cpu", "2.15")
     assert second == old["records"][1]
     assert "cpu" not in old["records"][0]  # the earlier file's dicts are left as they were
+
+
+def test_the_benchmark_times_the_trainers_epoch():
+    """``batched_seeds --profile``'s epoch parts: a training step and an evaluation forward,
+    both positive; driven by hand for a few epochs, the two steps it times make the losses and
+    scores ``train_batch`` records, bit for bit."""
+    from twirls.bench.batched_seeds import epoch_parts
+    from twirls.train.batched.trainer import batch_scores, stacked_model, train_step
+    from twirls.train.experiment import run_inputs
+
+    from fixtures import toy_data
+
+    data = toy_data()
+    exp = {"dataset": "toy", "model": "twirls", "model_cfg": TWIRLS_K2, "seeds": 2,
+           "split": "a", "train_cfg": {"epochs": 4, "lr": 0.05}}
+    inp = run_inputs(exp, data, torch.device("cpu"), progress=False)
+    split = data.splits["a"]
+    parts = epoch_parts(inp, data, split, batch=2, epochs=3)
+    assert set(parts) == {"train_step", "eval"} and all(v > 0 for v in parts.values())
+    want = train_batch(inp.build, inp.ops, inp.x, data.labels, split, inp.cfg, [0, 1])
+    net = stacked_model(inp.build, [0, 1], inp.ops.device)
+    draws, optimizer = Masks([0, 1], "fast"), make_optimizer(net, inp.cfg)
+    for epoch in range(inp.cfg.epochs):
+        losses = train_step(net, inp.ops, inp.x, data.labels, split, draws, optimizer)
+        scores = batch_scores(net, inp.ops, inp.x, data.labels, split)
+        for k, run in enumerate(want):
+            got = [losses[k].item(), *scores[k].tolist()]
+            assert got == [run.history[epoch][key] for key in ("loss", "train", "val", "test")]

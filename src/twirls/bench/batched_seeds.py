@@ -32,7 +32,9 @@ worker processes), written to ``reports/benchmarks/batched-seeds.json``.
   ``--batch`` (a record replaces the one of the same configuration, seed count, row operator
   and batch).
 * ``--profile``: where the batched path spends its time, the top operators of a few epochs of
-  one batch under ``torch.profiler`` (stored with the largest seed count's record).
+  one batch under ``torch.profiler``, and the milliseconds a seed spends in an epoch's training
+  step and in its evaluation forward (``epoch_ms_per_seed``, :func:`epoch_parts`), both stored
+  with the largest seed count's record.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ from twirls.data.registry import load_dataset
 from twirls.files import write_json
 from twirls.params import read_all
 from twirls.stages.attacked import attacked_graph, with_attention
-from twirls.train.batched import BatchConfig, run_seeds_batched, train_batch
+from twirls.train.batched import BatchConfig, Masks, run_seeds_batched, train_batch
+from twirls.train.batched.trainer import batch_scores, make_optimizer, stacked_model, train_step
 from twirls.train.cpu import configure_cpu
 from twirls.train.device import pick_device
 from twirls.train.experiment import run_inputs
@@ -100,6 +103,30 @@ def profile_batch(inp: Any, data: Any, split: Any, batch: int, epochs: int,
     total = sum(e.self_cpu_time_total for e in rows)
     return [{"op": e.key, "self_share": round(e.self_cpu_time_total / total, 3),
              "calls_per_epoch": round(e.count / epochs, 1)} for e in rows[:15]]
+
+
+def epoch_parts(inp: Any, data: Any, split: Any, batch: int, epochs: int,
+                row_operator: bool = False) -> dict[str, float]:
+    """Milliseconds a seed spends in the two parts of a batched epoch, one batch of ``batch``
+    seeds for ``epochs`` epochs (after one of warm-up): the training step (forward with dropout,
+    backward, optimizer step; :func:`~twirls.train.batched.trainer.train_step`) and the
+    evaluation forward that scores every node (:func:`~twirls.train.batched.trainer.batch_scores`),
+    each timed around its own calls within the same epochs."""
+    seeds = list(range(batch))
+    net = stacked_model(inp.build, seeds, inp.ops.device)
+    draws = Masks(seeds, "fast", inp.ops.device, inp.ops.dtype)
+    optimizer = make_optimizer(net, inp.cfg)
+    spent = {"train_step": 0.0, "eval": 0.0}
+    for epoch in range(epochs + 1):
+        start = time.perf_counter()
+        train_step(net, inp.ops, inp.x, data.labels, split, draws, optimizer,
+                   row_operator=row_operator)
+        middle = time.perf_counter()
+        batch_scores(net, inp.ops, inp.x, data.labels, split)
+        if epoch:  # the first epoch warms up
+            spent["train_step"] += middle - start
+            spent["eval"] += time.perf_counter() - middle
+    return {part: round(1000 * seconds / (epochs * batch), 3) for part, seconds in spent.items()}
 
 
 def config_inputs(name: str, args: argparse.Namespace, params: dict[str, Any]
@@ -211,8 +238,10 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
         record["speedup"] = round(record["today"]["seconds_per_seed"]
                                   / record["batched"]["seconds_per_seed"], 2)
         if args.profile and count == max(args.seeds) and device.type == "cpu":
-            record["batched_profile"] = profile_batch(inp, data, split,
-                                                      min(args.batch or count, count),
+            size = min(args.batch or count, count)
+            record["batched_profile"] = profile_batch(inp, data, split, size,
+                                                      args.profile_epochs, args.row_operator)
+            record["epoch_ms_per_seed"] = epoch_parts(inp, data, split, size,
                                                       args.profile_epochs, args.row_operator)
         record["load_end"] = load()
         key = (name, count, args.row_operator, args.batch)

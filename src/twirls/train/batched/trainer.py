@@ -128,6 +128,37 @@ def make_optimizer(net: Batched, cfg: TrainConfig) -> torch.optim.Optimizer:
                             fused=True)
 
 
+def stacked_model(build_model: Callable[[], nn.Module], seeds: Sequence[int],
+                  device: torch.device) -> Batched:
+    """Today's initialisation of each seed (``set_seed(s); build_model()``, as
+    :func:`~twirls.train.loop.seed_run`), stacked into one batched model."""
+    models = []
+    for seed in seeds:
+        set_seed(seed)
+        models.append(build_model().to(device))
+    return stack_models(models)
+
+
+def train_step(net: Batched, ops: GraphOps, x: Tensor | None, labels: Tensor, split: Split,
+               draws: Masks, optimizer: torch.optim.Optimizer, *, row_operator: bool = False,
+               train_labels: Tensor | None = None) -> Tensor:
+    """One training epoch of every seed of ``net``: forward with the seeds' dropout masks
+    ``draws``, ``(K,)`` losses on the training nodes, backward of their sum, one optimizer step.
+    ``row_operator``: the logits of the training nodes alone (:meth:`Batched.forward_rows`);
+    ``train_labels``: their labels, if already gathered. Returns the losses."""
+    net.train()
+    optimizer.zero_grad()
+    if row_operator:
+        if train_labels is None:
+            train_labels = labels.index_select(0, split.train)
+        losses = batch_loss(net.forward_rows(ops, x, draws, split.train), train_labels)
+    else:
+        losses = batch_loss(net(ops, x, draws), labels, split.train)
+    losses.sum().backward()
+    optimizer.step()
+    return losses
+
+
 def train_batch(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor | None,
                 labels: Tensor, split: Split, cfg: TrainConfig, seeds: Sequence[int],
                 masks: str = "fast", *, row_operator: bool = False, keep_models: bool = False,
@@ -145,11 +176,7 @@ def train_batch(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor |
     if cfg.epochs < 1:
         raise ValueError("train_batch: epochs must be >= 1")
     device = ops.device
-    models = []
-    for seed in seeds:  # today's initialisation of each seed (seed_run)
-        set_seed(seed)
-        models.append(build_model().to(device))
-    net = stack_models(models)
+    net = stacked_model(build_model, seeds, device)
     x = None if x is None else x.to(device)
     labels = labels.to(device)
     split = Split(split.train.to(device), split.val.to(device), split.test.to(device))
@@ -162,14 +189,8 @@ def train_batch(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor |
     pending: list[Tensor] = []
     start = time.perf_counter()
     for epoch in range(cfg.epochs):
-        net.train()
-        optimizer.zero_grad()
-        if row_operator:
-            losses = batch_loss(net.forward_rows(ops, x, draws, split.train), train_labels)
-        else:
-            losses = batch_loss(net(ops, x, draws), labels, split.train)
-        losses.sum().backward()
-        optimizer.step()
+        losses = train_step(net, ops, x, labels, split, draws, optimizer,
+                            row_operator=row_operator, train_labels=train_labels)
         scores = batch_scores(net, ops, x, labels, split)
         pending.append(torch.cat([losses.detach().double().unsqueeze(1), scores], 1))
         if len(pending) < read_every and epoch < cfg.epochs - 1:
