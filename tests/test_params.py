@@ -135,6 +135,26 @@ def test_a_stage_reads_exactly_what_dvc_params_show_gives_it(stage, monkeypatch)
     assert load_params(stage) == dvc.api.params_show(stages=[stage])
 
 
+@needs("dvc", "DVC resolves the stages of dvc.yaml")
+def test_a_stage_reads_its_params_without_parsing_the_lock(monkeypatch):
+    """Every stage's process reads its params: from dvc.yaml and the params files alone, never
+    the ~450 kB dvc.lock (~1 s a stage); an unknown stage is one line naming it."""
+    import dvc.api
+    from dvc.dvcfile import Lockfile
+
+    monkeypatch.chdir(REPO)
+    want = dvc.api.params_show(stages=["table2@cora-gcn"])
+
+    def no_lock(self, *args, **kwargs):
+        raise AssertionError("load_params parsed dvc.lock")
+
+    monkeypatch.setattr(Lockfile, "load", no_lock)
+    assert load_params("table2@cora-gcn") == want
+    with pytest.raises(SystemExit, match="cannot read params of stage 'table2@nope': Stage "
+                                         "'table2@nope' not found"):
+        load_params("table2@nope")
+
+
 def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):
     assert params_file("attention") == "params.yaml"
     assert params_file("table4") == "params/table4.yaml"
