@@ -138,7 +138,7 @@ def test_a_stage_reads_exactly_what_dvc_params_show_gives_it(stage, monkeypatch)
 @needs("dvc", "DVC resolves the stages of dvc.yaml")
 def test_a_stage_reads_its_params_without_parsing_the_lock(monkeypatch):
     """Every stage's process reads its params: from dvc.yaml and the params files alone, never
-    the ~450 kB dvc.lock (~1 s a stage); an unknown stage is one line naming it."""
+    the ~450 kB dvc.lock (~0.5 s a stage); an unknown stage is one line naming it."""
     import dvc.api
     from dvc.dvcfile import Lockfile
 
