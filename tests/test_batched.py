@@ -25,6 +25,7 @@ from twirls.train.batched import (
     stack_models,
     train_batch,
 )
+from twirls.train.batched import trainer
 from twirls.train.batched.trainer import batch_loss, make_optimizer
 from twirls.train.loop import TrainConfig, run_seeds, seed_model_run, set_seed, train_run
 
@@ -83,6 +84,14 @@ CONFIGS = {  # name -> (model, model_cfg, also on sparse CSR features)
     "closed-form": ("twirls-closed-form", {"lam": 1.0, "mlp_before": 2, "hidden": 16,
                                            "input_dropout": 0.3, "dropout": 0.5}, True),
     "closed-form-normalized": ("twirls-closed-form", {"lam": 2.0, "normalized": True}, False),
+    # JKNet and DAGNN take dense features (bag-of-words ones through their CSR copy, below)
+    "jknet": ("jknet", {"layers": 3, "hidden": 16, "mode": "cat"}, False),
+    "jknet-max-jump-after-dropout": ("jknet", {
+        "layers": 2, "hidden": 8, "mode": "max", "final_propagation": False,
+        "jump_after_dropout": True, "input_dropout": 0.2}, False),
+    "dagnn": ("dagnn", {"steps": 4, "hidden": 16, "dropout": 0.5}, False),
+    "dagnn-three-layers": ("dagnn", {"steps": 3, "hidden": 8, "layers": 3, "dropout": 0.3,
+                                     "input_dropout": 0.0}, False),
 }
 
 
@@ -136,6 +145,19 @@ def test_forward_and_gradients_equal_the_single_seed_models(key):
         check_same_as_single(name, cfg, ops, sparse(x), labels, split)
 
 
+@pytest.mark.parametrize("key", [k for k, (name, _, _) in CONFIGS.items()
+                                 if name in ("jknet", "dagnn")])
+def test_jknet_and_dagnn_drop_bag_of_words_through_their_csr_copy(key):
+    """Dense features that are mostly zeros: the single models drop out and multiply their
+    cached CSR copy (dropout_linear), and so do the batched ones, with the same draws."""
+    name, cfg, _ = CONFIGS[key]
+    ops, x, labels, split = small_graph()
+    gen = torch.Generator().manual_seed(1)
+    dense_bag = x * (torch.rand(x.shape, generator=gen) < 0.15)  # past SPARSE_DENSITY's 25 %
+    check_same_as_single(name, cfg, ops, dense_bag, labels, split)
+    assert ops._cache[("sparse_features",)][2] is not None
+
+
 @pytest.mark.parametrize("cfg", [
     {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2, "hidden": 64, "input_dropout": 0.8,
      "dropout": 0.5},  # the two-layer f on sparse features (_SparseMLP)
@@ -177,10 +199,15 @@ def cora(tmp_path_factory):
                 "dropout": 0.8}),  # cora-twirls-base-k2
     ("gcn", {"layers": 2, "hidden": 16, "dropout": 0.5}),
     ("appnp", {"steps": 10, "alpha": 0.1, "layers": 2, "hidden": 64, "dropout": 0.5}),
+    ("jknet", {"layers": 3, "hidden": 64, "mode": "cat", "dropout": 0.5}),  # cora-jknet
+    ("dagnn", {"steps": 10, "hidden": 64, "dropout": 0.8}),  # cora-dagnn
 ])
 def test_forward_and_gradients_on_cora(cora, name, cfg):
+    """On Cora's features as the stages give them: sparse CSR to the models that take it, the
+    dense matrix to JKNet and DAGNN (which drop out and multiply its cached CSR copy)."""
     ops, x, labels, split = cora
-    check_same_as_single(name, cfg, ops, x.to_sparse_csr(), labels, split)
+    check_same_as_single(name, cfg, ops, x if name in ("jknet", "dagnn") else x.to_sparse_csr(),
+                         labels, split)
 
 
 def test_one_adam_on_stacked_parameters_is_k_adams():
@@ -277,10 +304,10 @@ def test_selection_is_train_runs(vals, patience):
         assert len(sel.history) == sel.best["epoch"] + patience + 1
 
 
-def test_each_seed_stops_and_selects_on_its_own():
-    """With patience, seeds of one batch stop at different epochs; each one's stop, selected
-    epoch and scores are today's run's (masks="torch"), and a stopped seed's later epochs are
-    neither recorded nor selected."""
+def test_each_seed_stops_and_selects_on_its_own(monkeypatch):
+    """With patience, seeds of one batch stop at different epochs and leave the batch; each
+    one's stop, selected epoch, scores and last weights are today's run's (masks="torch"), and
+    a stopped seed's later epochs are neither recorded nor selected."""
     ops, x, labels, split = small_graph(seed=4)
     cfg = TrainConfig(epochs=60, lr=0.05, weight_decay=5e-4, patience=4)
     seeds = [0, 1, 2, 5]
@@ -288,14 +315,23 @@ def test_each_seed_stops_and_selects_on_its_own():
     def build():
         return build_model("gcn", {"hidden": 8, "dropout": 0.5}, x.shape[1], 3)
 
-    mine = train_batch(build, ops, x, labels, split, cfg, seeds, "torch")
+    left = []
+    drop = trainer.drop_stopped
+    monkeypatch.setattr(trainer, "drop_stopped",
+                        lambda *a: left.append(len(a[3])) or drop(*a))
+    mine, weights = train_batch(build, ops, x, labels, split, cfg, seeds, "torch",
+                                keep_models=True)
     lengths = [len(r.history) for r in mine]
     assert len(set(lengths)) > 1 and max(lengths) < 60  # stopped early, at different epochs
-    for seed, run in zip(seeds, mine, strict=True):
+    assert left == sorted(left, reverse=True) and left[-1] >= 1  # the batch shrank
+    for seed, run, kept in zip(seeds, mine, weights, strict=True):
         set_seed(seed)
-        today = train_run(build(), ops, x, labels, split, cfg, seed=seed)
+        model = build()
+        today = train_run(model, ops, x, labels, split, cfg, seed=seed)
         assert (run.best_epoch, len(run.history)) == (today.best_epoch, len(today.history))
         assert (run.train, run.val, run.test) == (today.train, today.val, today.test)
+        for name, value in model.state_dict().items():
+            torch.testing.assert_close(kept[name], value, rtol=RTOL, atol=ATOL)
         vals = [h["val"] for h in run.history]
         assert run.best_epoch == max(i for i, v in enumerate(vals) if v == max(vals))
         assert len(run.history) == run.best_epoch + cfg.patience + 1

@@ -66,8 +66,7 @@ def dropout_linear(ops: GraphOps, x: Tensor, lin: nn.Linear, p: float, training:
     either way, so the output has the same distribution), ~20x faster on Citeseer. Dense or
     grad-requiring ``x`` takes the plain path.
     """
-    xs = None if x.requires_grad else ops.cached_for(("sparse_features",), x,
-                                                     lambda: _sparse_or_none(x))
+    xs = sparse_copy(ops, x)
     if xs is None:
         out = F.linear(F.dropout(x, p, training), lin.weight)
     else:
@@ -78,6 +77,14 @@ def dropout_linear(ops: GraphOps, x: Tensor, lin: nn.Linear, p: float, training:
                                          check_invariants=False)
             out = csr_matmul(xd, lin.weight.T)
     return out + lin.bias if bias and lin.bias is not None else out
+
+
+def sparse_copy(ops: GraphOps, x: Tensor) -> Tensor | None:
+    """The CSR copy of bag-of-words ``x`` that :func:`dropout_linear` drops out and multiplies,
+    cached in ``ops``; ``None`` for dense or grad-requiring ``x``."""
+    if x.requires_grad:
+        return None
+    return ops.cached_for(("sparse_features",), x, lambda: _sparse_or_none(x))
 
 
 def _sparse_or_none(x: Tensor) -> Tensor | None:

@@ -105,6 +105,10 @@ class Masks:
     def __len__(self) -> int:
         return len(self.streams)
 
+    def keep(self, positions: Sequence[int]) -> None:
+        """Keep the streams at ``positions`` (the seeds left in a batch), in that order."""
+        self.streams = [self.streams[k] for k in positions]
+
     def noise(self, shape: Sequence[int], p: float) -> Tensor:
         keep, shape = 1.0 - p, tuple(int(s) for s in shape)
         if self.mode == "torch":
@@ -350,6 +354,14 @@ def linear(h: Tensor | SparseBatch, weight: Tensor, bias: Tensor | None = None) 
     if bias is None:
         return torch.bmm(h, weight)
     return torch.baddbmm(bias.unsqueeze(1), h, weight)
+
+
+def narrow_linear(h: Tensor, weight: Tensor) -> Tensor:
+    """``h_k W_k`` for ``(K, n, d)`` ``h`` and a narrow ``W`` ``(K, d, c)`` (the classes), as
+    ``(W_kᵀ h_kᵀ)ᵀ``: a view of a ``(K, c, n)`` product, the layout MKL's batched kernels run
+    ~1.5x as fast for a few columns, backward included (``(5, 3327, 128) x (5, 128, 6)``,
+    one core: 8.6 against 5.7 ms)."""
+    return torch.bmm(weight.transpose(1, 2), h.transpose(1, 2)).transpose(1, 2)
 
 
 def to_wide(h: Tensor) -> Tensor:

@@ -24,6 +24,10 @@ the seeds stacked:
 * MLP: the stacked layers. SGC: the cached ``Â^K X``, shared, then ``X [W_1 … W_K]``.
 * GCN: ``Â (H W_k)`` per layer, one sparse product over all seeds.
 * APPNP: the MLP, then ``Z ← (1-a) Â Z + a H`` on ``[Z_1 … Z_K]``.
+* JKNet: GCN's layers; the jump (concatenation or max) on the ``(K, n, ·)`` layer outputs.
+* DAGNN: the MLP, then ``[Z, Â Z, …, Â^K Z]`` on ``[Z_1 … Z_K]`` and each seed's scores.
+  Both read bag-of-words ``x`` through the CSR copy their unbatched models cache
+  (:func:`~twirls.models.baselines.gcnii.sparse_copy`), so input dropout draws the same entries.
 * The closed form (eq. 2): ``f`` as TWIRLS-base's, then one dense product of the cached
   ``(I + λL)⁻¹`` with ``[f_1 … f_K]``: the inverse is read once for all seeds (Cora, one core:
   7 columns 6.8 ms, 70 columns 8.9 ms).
@@ -40,11 +44,12 @@ from dataclasses import replace
 import torch
 from torch import Tensor, nn
 
-from twirls.models.baselines import APPNP, GCN, MLP, SGC
+from twirls.models.baselines import APPNP, DAGNN, GCN, MLP, SGC, JKNet
 from twirls.models.baselines.appnp import _scaled
+from twirls.models.baselines.gcnii import sparse_copy
 from twirls.models.baselines.sgc import sgc_features
 from twirls.models.closed_form import TWIRLSClosedForm
-from twirls.models.graph_ops import GraphOps
+from twirls.models.graph_ops import GraphOps, SparseMatrix
 from twirls.models.layers import FeedForward, is_sparse
 from twirls.models.propagation import (
     PropagationSpec,
@@ -63,6 +68,7 @@ from twirls.train.batched.layers import (
     from_wide,
     graph_mm,
     linear,
+    narrow_linear,
     relu_dropout,
     sparse_mlp,
     to_wide,
@@ -100,13 +106,20 @@ class Batched(nn.Module):
         """:class:`FeedForward` ``ff`` (named ``prefix``) on every seed."""
         if ff.init_activate:
             h = relu_dropout(_dense(h), ff.dropout, masks)
-        if len(ff.lins) == 2 and (isinstance(h, SparseBatch) or is_sparse(h)):
-            return sparse_mlp(h, *(self.p[f"{prefix}.lins.{i}.{part}"] for i in (0, 1)
-                                   for part in ("weight", "bias")), ff.dropout, masks)
-        for i in range(len(ff.lins)):
-            h = linear(h, self.p[f"{prefix}.lins.{i}.weight"], self.p[f"{prefix}.lins.{i}.bias"])
-            if i < len(ff.lins) - 1:
-                h = relu_dropout(h, ff.dropout, masks)
+        return self.mlp([f"{prefix}.lins.{i}" for i in range(len(ff.lins))], h, ff.dropout,
+                        masks)
+
+    def mlp(self, lins: Sequence[str], h: Tensor | SparseBatch, p: float,
+            masks: Masks | None) -> Tensor | SparseBatch:
+        """The linear layers named ``lins`` on every seed, ReLU and dropout ``p`` between two
+        (a two-layer one on sparse features: :func:`sparse_mlp`)."""
+        if len(lins) == 2 and (isinstance(h, SparseBatch) or is_sparse(h)):
+            return sparse_mlp(h, *(self.p[f"{lin}.{part}"] for lin in lins
+                                   for part in ("weight", "bias")), p, masks)
+        for i, lin in enumerate(lins):
+            h = linear(h, self.p[f"{lin}.weight"], self.p[f"{lin}.bias"])
+            if i < len(lins) - 1:
+                h = relu_dropout(h, p, masks)
         return h
 
 
@@ -117,7 +130,12 @@ def _dense(h: Tensor | SparseBatch) -> Tensor:
 
 
 def _no_norms(*ffs: FeedForward) -> None:
-    if any(ff.norms is not None for ff in ffs):
+    for ff in ffs:
+        _no_norm_layers(ff.norms)
+
+
+def _no_norm_layers(norms: nn.Module | None) -> None:
+    if norms is not None:
         raise NotImplementedError("batched training: norm layers are not supported")
 
 
@@ -217,24 +235,81 @@ class BatchedSGC(Batched):
 
 class BatchedGCN(Batched):
     def __init__(self, models: Sequence[GCN]) -> None:
-        if models[0].norms is not None:
-            raise NotImplementedError("batched training: norm layers are not supported")
+        _no_norm_layers(models[0].norms)
         super().__init__(models)
 
     def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
         m, adj, h = self.template, ops.gcn_norm(), x
         for k, lin in enumerate(m.lins):
             h = dropout(h, m.input_dropout if k == 0 else m.dropout, masks)
-            weight, bias = self.p[f"lins.{k}.weight"], self.p[f"lins.{k}.bias"]
-            sparse = isinstance(h, SparseBatch) or is_sparse(h)
-            if sparse or lin.out_features <= lin.in_features:  # Â (H W) + b
-                h = graph_mm(adj, linear(h, weight))
-            else:  # (Â H) W + b
-                h = linear(graph_mm(adj, h), weight)
-            h = h + bias.unsqueeze(1)
+            h = self.gcn_linear(adj, h, f"lins.{k}", lin)
             if k < len(m.lins) - 1:
                 h = torch.relu(h)
         return h
+
+    def gcn_linear(self, adj: SparseMatrix, h: Tensor | SparseBatch, name: str,
+                   lin: nn.Linear) -> Tensor:
+        """``Â H W + b`` with the layer ``name`` (``lin``'s shape) of every seed: ``Â (H W)``
+        on sparse features or where ``W`` narrows, else ``(Â H) W``."""
+        weight, bias = self.p[f"{name}.weight"], self.p[f"{name}.bias"]
+        if isinstance(h, SparseBatch) or is_sparse(h) or lin.out_features <= lin.in_features:
+            h = graph_mm(adj, linear(h, weight))
+        else:
+            h = linear(graph_mm(adj, h), weight)
+        return h + bias.unsqueeze(1)
+
+
+class BatchedJKNet(BatchedGCN):
+    """JKNet (without norm layers): its GCN layers as :class:`BatchedGCN`'s, the jumping
+    knowledge on ``(K, n, ·)`` states."""
+
+    def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
+        m, adj = self.template, ops.gcn_norm()
+        xs = sparse_copy(ops, x)
+        first = linear(dropout(x if xs is None else xs, m.input_dropout, masks),
+                       self.p["convs.0.weight"])
+        h = torch.relu(graph_mm(adj, as_batch(first, self.num))
+                       + self.p["convs.0.bias"].unsqueeze(1))
+        hs = []
+        for layer, conv in enumerate(m.convs[1:], start=1):
+            dropped = dropout(h, m.dropout, masks)
+            hs.append(dropped if m.jump_after_dropout else h)
+            h = torch.relu(self.gcn_linear(adj, dropped, f"convs.{layer}", conv))
+        hs.append(dropout(h, m.dropout, masks) if m.jump_after_dropout else h)
+        z = torch.cat(hs, dim=-1) if m.mode == "cat" else torch.stack(hs).amax(dim=0)
+        if not m.jump_after_dropout:
+            z = dropout(z, m.dropout, masks)
+        out = narrow_linear(z, self.p["out.weight"])  # Â (z W) where ``final_propagation``
+        return (graph_mm(adj, out) if m.final_propagation else out) + self.p["out.bias"][:, None]
+
+
+class BatchedDAGNN(Batched):
+    """DAGNN (without norm layers): the MLP on every seed, then ``[Z, Â Z, …, Â^K Z]`` on
+    ``[Z_1 … Z_K]`` (one sparse product a step for all seeds) and each seed's adaptive
+    adjustment."""
+
+    def __init__(self, models: Sequence[DAGNN]) -> None:
+        _no_norm_layers(models[0].norms)
+        super().__init__(models)
+
+    def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
+        m = self.template
+        xs = sparse_copy(ops, x)
+        h = dropout(x if xs is None else xs, m.input_dropout, masks)
+        z = as_batch(self.mlp([f"lins.{i}" for i in range(len(m.lins))], h, m.dropout, masks),
+                     self.num)
+        adj, wide = ops.gcn_norm(), [to_wide(z)]
+        for _ in range(m.adjust.steps):
+            wide.append(adj @ wide[-1])
+        hs = torch.stack(wide, dim=1)  # (n, steps+1, K·c): Â^j Z_k in block k of row j
+        n, depth, width = hs.shape
+        # the scores σ(Â^j Z_k s_k + b_k) and their weighted sum, elementwise (products with a
+        # K-wide or 1-wide side are slower on the CPU than the passes over memory)
+        proj = self.p["adjust.proj.weight"].view(1, 1, self.num, -1)
+        scores = torch.sigmoid((hs.view(n, depth, self.num, -1) * proj).sum(-1)
+                               + self.p["adjust.proj.bias"].view(-1))  # (n, steps+1, K)
+        out = (hs * scores.repeat_interleave(width // self.num, dim=-1)).sum(1)
+        return from_wide(out, self.num)
 
 
 class BatchedAPPNP(Batched):
@@ -266,7 +341,8 @@ class BatchedClosedForm(Batched):
 
 BATCHED: dict[type, type[Batched]] = {TWIRLS: BatchedTWIRLS, MLP: BatchedMLP, SGC: BatchedSGC,
                                       GCN: BatchedGCN, APPNP: BatchedAPPNP,
-                                      TWIRLSClosedForm: BatchedClosedForm}
+                                      TWIRLSClosedForm: BatchedClosedForm, JKNet: BatchedJKNet,
+                                      DAGNN: BatchedDAGNN}
 
 
 def stack_models(models: Sequence[nn.Module]) -> Batched:
