@@ -24,8 +24,8 @@ from twirls.train.batched import (
     run_seeds_batched,
     stack_models,
     train_batch,
+    trainer,
 )
-from twirls.train.batched import trainer
 from twirls.train.batched.trainer import batch_loss, make_optimizer
 from twirls.train.loop import TrainConfig, run_seeds, seed_model_run, set_seed, train_run
 
