@@ -21,11 +21,10 @@ Per seed, as :func:`~twirls.train.loop.train_run` does for one:
 
 The result of a seed does not depend on the other seeds of its batch, up to the rounding of the
 batched kernels (which may round a seed's sums differently for another number of seeds in the
-batch, so when its batch-mates stop too); a rerun of the same batch is bit-identical on the
-same machine. Batches are
-``batch`` consecutive seeds (a parameter, never the machine's core count); ``jobs`` worker
-processes share the batches (:func:`twirls.train.parallel.run_all`: the same results for any
-``jobs``).
+batch, so also once its batch-mates stop); a rerun of the same batch is bit-identical on the
+same machine. Batches are ``batch`` consecutive seeds (a parameter, never the machine's core
+count); ``jobs`` worker processes share the batches (:func:`twirls.train.parallel.run_all`:
+the same results for any ``jobs``).
 
 ``RunResult.seconds`` is the batch's wall time divided by its number of seeds.
 """
