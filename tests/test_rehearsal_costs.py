@@ -247,6 +247,8 @@ def test_explanations_follow_the_files():
     text = document(Inputs(cpu, PIPELINE, report(budgets_epochs=[1, 5])))
     flat = " ".join(text.split())
     assert "real stage code with 1 and 2 epochs" in flat and "from one 20-minute run" in flat
+    short = report(*PUBMED, TABLE12, budgets_epochs=[1, 2], rehearsal_wall_seconds=12.1)
+    assert "from one 12-second run" in " ".join(document(Inputs(short, PIPELINE, None)).split())
     assert "whose budgets of 1 and 5 epochs sit beside" in flat
     assert "[`docs/gpu-session.md`](../../docs/gpu-session.md)" in flat
     big = report(stage("table2@ogbn-arxiv-gcnii", 10.0, rss=17.2), rss_limit_gb=16.0)

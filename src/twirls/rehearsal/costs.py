@@ -527,7 +527,8 @@ def rehearsal_text(rehearsal: dict[str, Any]) -> str:
     """How the CPU column was estimated (the rehearsal's epochs, length and median load average
     from its file; "several runs" when its last call re-measured some stages, `--only`)."""
     wall = rehearsal.get("rehearsal_wall_seconds")
-    minutes = f"{round(wall / 60)}-minute " if isinstance(wall, (int, float)) else ""
+    minutes = "" if not isinstance(wall, (int, float)) else (
+        f"{round(wall / 60)}-minute " if wall >= 90 else f"{round(wall)}-second ")
     run = f"one {minutes}run"
     if "--only" in str(rehearsal.get("command", "")):  # a later call re-measured some stages
         run = f"several runs, the latest a {minutes}run of some stages"
