@@ -68,6 +68,16 @@ class Stacked(nn.Module):
         return {name: _t(p[k].detach()).clone()
                 for name, p in zip(self.names, self.params, strict=True)}
 
+    def keep(self, index: Tensor) -> list[tuple[nn.Parameter, nn.Parameter]]:
+        """Keep the seeds at positions ``index`` (in that order): each stacked parameter is
+        replaced by a new one holding their slices (a parameter cannot change its shape under
+        autograd). Returns the ``(old, new)`` pairs, for the optimizer's state."""
+        pairs = []
+        for i, old in enumerate(self.params):
+            self.params[i] = nn.Parameter(old.detach().index_select(0, index))
+            pairs.append((old, self.params[i]))
+        return pairs
+
 
 def _t(w: Tensor) -> Tensor:
     return w.t() if w.dim() == 2 else w

@@ -89,6 +89,11 @@ class Batched(nn.Module):
         """Seed ``k``'s weights as the unbatched model's ``state_dict``."""
         return self.p.seed_state(k)
 
+    def keep_seeds(self, index: Tensor) -> list[tuple[nn.Parameter, nn.Parameter]]:
+        """Only the seeds at positions ``index`` from now on (:meth:`Stacked.keep`)."""
+        self.num = index.numel()
+        return self.p.keep(index)
+
     def forward_rows(self, ops: GraphOps, x: Tensor, masks: Masks | None,
                      rows: Tensor) -> Tensor:
         """``forward(ops, x, masks)[:, rows]``, ``(K, r, C)``: the logits a loss on ``rows``
@@ -285,8 +290,8 @@ class BatchedJKNet(BatchedGCN):
 
 class BatchedDAGNN(Batched):
     """DAGNN (without norm layers): the MLP on every seed, then ``[Z, Â Z, …, Â^K Z]`` on
-    ``[Z_1 … Z_K]`` (one sparse product a step for all seeds) and each seed's adaptive
-    adjustment."""
+    ``[Z_1 … Z_K]`` (the model's own :meth:`AdaptiveAdjustment.representations`: one sparse
+    product a step for all seeds) and each seed's adaptive adjustment."""
 
     def __init__(self, models: Sequence[DAGNN]) -> None:
         _no_norm_layers(models[0].norms)
@@ -298,10 +303,7 @@ class BatchedDAGNN(Batched):
         h = dropout(x if xs is None else xs, m.input_dropout, masks)
         z = as_batch(self.mlp([f"lins.{i}" for i in range(len(m.lins))], h, m.dropout, masks),
                      self.num)
-        adj, wide = ops.gcn_norm(), [to_wide(z)]
-        for _ in range(m.adjust.steps):
-            wide.append(adj @ wide[-1])
-        hs = torch.stack(wide, dim=1)  # (n, steps+1, K·c): Â^j Z_k in block k of row j
+        hs = m.adjust.representations(ops, to_wide(z))  # (n, steps+1, K·c): Â^j Z_k, block k
         n, depth, width = hs.shape
         # the scores σ(Â^j Z_k s_k + b_k) and their weighted sum, elementwise (products with a
         # K-wide or 1-wide side are slower on the CPU than the passes over memory)

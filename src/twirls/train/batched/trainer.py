@@ -233,23 +233,20 @@ def train_batch(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor |
 def drop_stopped(net: Batched, optimizer: torch.optim.Optimizer, draws: Masks,
                  alive: Sequence[int], cfg: TrainConfig) -> torch.optim.Optimizer:
     """Keep only the seeds at positions ``alive`` of the batch: their slices of ``net``'s
-    stacked parameters (new parameters, in place in ``net``) and their mask streams. Returns
-    the optimizer over the new parameters, with their slices of ``optimizer``'s state (Adam's
+    stacked parameters (:meth:`Batched.keep_seeds`) and their mask streams. Returns the
+    optimizer over the new parameters, with their slices of ``optimizer``'s state (Adam's
     moments; the step count is shared)."""
     index = torch.tensor(list(alive), device=next(net.parameters()).device)
-    states = []
-    for i, param in enumerate(net.p.params):
-        states.append({name: value.index_select(0, index)
-                       if torch.is_tensor(value) and value.shape == param.shape else value
-                       for name, value in optimizer.state.get(param, {}).items()})
-        net.p.params[i] = nn.Parameter(param.detach().index_select(0, index))
-    net.num = len(alive)
+    pairs = net.keep_seeds(index)
     draws.keep(alive)
-    optimizer = make_optimizer(net, cfg)
-    for param, state in zip(net.p.params, states, strict=True):
+    fresh = make_optimizer(net, cfg)
+    for old, new in pairs:
+        state = optimizer.state.get(old)
         if state:
-            optimizer.state[param] = state
-    return optimizer
+            fresh.state[new] = {name: value.index_select(0, index)
+                                if torch.is_tensor(value) and value.shape == old.shape else value
+                                for name, value in state.items()}
+    return fresh
 
 
 def batch_runs(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor | None,
