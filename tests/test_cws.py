@@ -230,6 +230,22 @@ def test_tiny_training_learns_and_is_deterministic(label):
     assert again.test == run.test and [h["loss"] for h in again.history] == losses
 
 
+def test_fine_tuning_leaves_the_pretrained_vectors_as_loaded():
+    train, vocab_size = lexicon_sentences(10, 0)
+    vectors = np.random.RandomState(0).randn(vocab_size, 8).astype(np.float32)
+    loaded = vectors.copy()
+    entry = TINY_MODELS["MLP"]
+    cfg = CWSTrainConfig(epochs=2, lr=0.03, batch_size=8, bucket=0)
+
+    def build():
+        return build_tagger(entry["model"], entry["model_cfg"], vocab_size, 8, vectors)
+
+    first = seeded_run(build, train, train, train, cfg, seed=0)
+    assert np.array_equal(vectors, loaded)  # each run fine-tunes its own copy
+    again = seeded_run(build, train, train, train, cfg, seed=0)
+    assert again.history == first.history
+
+
 def test_twirls_embedding_gets_gradient_through_propagation():
     train, vocab_size = lexicon_sentences(4, 0)
     model = build_tagger("twirls", TINY_MODELS["TWIRLS-base"]["model_cfg"], vocab_size, 8)
@@ -268,8 +284,22 @@ def test_stand_in_cells(pku_root):
     assert metrics["protocol"] == STAND_IN
 
 
+def test_runs_in_worker_processes_equal_one_process(pku_root):
+    models = {k: TINY_MODELS[k] for k in ("MLP", "TWIRLS-base", "bi-LSTM")}
+    alone = run_table12(group(models=models), pku_root, progress=False)
+    pooled = run_table12(group(models=models), pku_root, progress=False, jobs=2)
+    assert [c.model for c in pooled[0]] == list(models)
+    assert [c.extra for c in pooled[0]] == [c.extra for c in alone[0]]
+
+    def scores(rows):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+    assert scores(pooled[2]) == scores(alone[2]) and len(alone[2]) == 6
+
+
 def test_stage_writes_cells_under_each_protocol(pku_root, tmp_path, monkeypatch):
-    params = {"device": "cpu", "table12": group(seeds=1, models={"MLP": TINY_MODELS["MLP"]})}
+    params = {"device": "cpu", "jobs": 2,
+              "table12": group(seeds=1, models={"MLP": TINY_MODELS["MLP"]})}
     monkeypatch.setattr(stage, "open_stage", lambda name: params)
     raw, out = pku_root.parent, tmp_path / "out"
     assert stage.main(["--raw", str(raw), "--out", str(out)]) == 0

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from twirls.cws.protocols import PAPER, CWSData, Protocol, choose_protocol, load
 from twirls.cws.train import CWSRun, CWSTrainConfig, seeded_run
 from twirls.data.pku import EMBEDDING_DIM
 from twirls.train.loop import SeedsResult
+from twirls.train.parallel import run_all
 
 TABLE, DATASET, METRIC = "table12", "pku", "macro_f1"
 
@@ -58,8 +60,9 @@ def protocol_note(data: CWSData, group: Mapping[str, Any]) -> str:
         + f". Missing for the paper's protocol: {'; '.join(data.protocol.missing)}")
 
 
-def run_model(data: CWSData, group: Mapping[str, Any], label: str, device: torch.device,
-              progress: bool = True) -> list[CWSRun]:
+def model_runs(data: CWSData, group: Mapping[str, Any], label: str, device: torch.device,
+               progress: bool = True) -> list[Callable[[], CWSRun]]:
+    """One zero-argument run per seed of model ``label`` (each seeds what it uses)."""
     entry = group["models"][label]
     cfg = CWSTrainConfig.from_config(train_config(group, data.protocol.name))
     dim = EMBEDDING_DIM if data.embedding is not None else int(group["embedding_dim"])
@@ -68,8 +71,8 @@ def run_model(data: CWSData, group: Mapping[str, Any], label: str, device: torch
         return build_tagger(entry["model"], entry.get("model_cfg"), data.vocab_size, dim,
                             data.embedding, bool(group["freeze_embedding"]))
 
-    return [seeded_run(build, data.train, data.val, data.test, cfg, seed, device, progress,
-                       desc=f"{label} seed {seed}")
+    return [partial(seeded_run, build, data.train, data.val, data.test, cfg, seed, device,
+                    progress, desc=f"{label} seed {seed}")
             for seed in range(int(group["seeds"]))]
 
 
@@ -91,10 +94,11 @@ def no_data_cells(group: Mapping[str, Any], reason: str) -> list[Cell]:
 
 
 def run_table12(group: Mapping[str, Any], root: Path, device: torch.device | str = "cpu",
-                progress: bool = True, protocol: Protocol | None = None
+                progress: bool = True, protocol: Protocol | None = None, jobs: int = 1
                 ) -> tuple[list[Cell], dict[str, Any], list[dict[str, Any]]]:
     """Run every model of ``group`` on the PKU files in ``root``; ``(cells, metrics, rows)``
-    (rows: every run, :mod:`twirls.cells`, with the ``protocol`` as a column).
+    (rows: every run, :mod:`twirls.cells`, with the ``protocol`` as a column). The runs spread
+    over ``jobs`` worker processes (:func:`twirls.train.parallel.run_all`; same results).
 
     Raises :class:`twirls.data.registry.DatasetUnavailable` without the test gold (the caller
     writes :func:`no_data_cells`)."""
@@ -103,9 +107,15 @@ def run_table12(group: Mapping[str, Any], root: Path, device: torch.device | str
     data = load_cws(root, protocol, float(group["stand_in_fraction"]))
     note = protocol_note(data, group)
     device = torch.device(device)
+    labels = list(group["models"])
+    seeds = int(group["seeds"])
+    # every (model, seed) run in one pool, so the long ones (GCN-8, bi-LSTM) share the cores
+    pending = [run for label in labels
+               for run in model_runs(data, group, label, device, progress and jobs == 1)]
+    done = run_all(pending, jobs, desc="table12: runs", progress=progress)
     cells, summary, rows = [], {}, []
-    for label in tqdm(list(group["models"]), desc="table12 models", disable=not progress):
-        runs = run_model(data, group, label, device, progress)
+    for i, label in enumerate(labels):
+        runs = done[i * seeds:(i + 1) * seeds]
         cell = cell_of(label, runs, data, note)
         cells.append(cell)
         rows += run_rows(SeedsResult(runs), identity={"table": TABLE, "dataset": DATASET,

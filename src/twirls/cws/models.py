@@ -116,7 +116,8 @@ def make_embedding(vocab_size: int, dim: int, pretrained: np.ndarray | None = No
         if pretrained.shape != (vocab_size, dim):
             raise ValueError(f"pretrained embedding is {pretrained.shape}, expected "
                              f"{(vocab_size, dim)}")
-        return nn.Embedding.from_pretrained(torch.as_tensor(pretrained, dtype=torch.float32),
+        # a copy: fine-tuning updates the weight in place, and every run starts from the vectors
+        return nn.Embedding.from_pretrained(torch.tensor(pretrained, dtype=torch.float32),
                                             freeze=freeze)
     embedding = nn.Embedding(vocab_size, dim)
     embedding.weight.requires_grad_(not freeze)

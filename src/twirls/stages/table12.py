@@ -24,6 +24,7 @@ from twirls.cws.models import check_models
 from twirls.data.registry import DatasetUnavailable
 from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
 from twirls.train.device import stage_device
+from twirls.train.parallel import resolve_jobs
 
 STAGE = "table12"
 
@@ -38,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     device = stage_device(params["device"], who=STAGE)
     out = StageOutputs(STAGE, root=args.out)
     try:
-        cells, metrics, rows = run_table12(group, args.raw / "pku", device)
+        cells, metrics, rows = run_table12(group, args.raw / "pku", device,
+                                           jobs=resolve_jobs(params["jobs"], device))
     except DatasetUnavailable as exc:
         cells, metrics, rows = (no_data_cells(group, str(exc)),
                                 {"status": "no-data", "reason": str(exc)}, [])
