@@ -19,8 +19,8 @@ The sweep is the group of the same name in ``params.yaml``::
       seeds: 3                                 # runs per point (a curve's own `seeds`
                                                # overrides it)
       batch: 1                                 # optional: seeds trained as one batched model
-      row_operator: false                      # optional: batched TWIRLS-base's training
-                                               # forward by its dense row operator
+      row_operator: false                      # optional: batched TWIRLS-base's and SGC's
+                                               # training forward on the training nodes
       data_grid: {length: [10, 20]}            # optional: dataset options (the generated
                                                # Chains' length) or `split` (Amazon's label
                                                # ratio), crossed with every curve
@@ -34,7 +34,8 @@ over ``budget_hours`` the stage runs nothing and its cells and figure say why. W
 above 1, each point's seeds train that many at a time as one batched model where the model
 allows it (:func:`twirls.train.experiment.seed_runs`; the same protocol, other dropout
 masks); ``row_operator: true`` computes TWIRLS-base's training forward on the training nodes
-alone by one dense product (:class:`twirls.train.batched.BatchConfig`; other rounding).
+alone by one dense product, SGC's from those nodes' features
+(:class:`twirls.train.batched.BatchConfig`; other rounding).
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ the seeds stacked:
   rows of one graph made of ``K`` disjoint copies of the dataset's (:func:`copies`): one
   sparse product a step for all seeds still, and every attention weight, degree and step of
   seed ``k`` is that of its own copy (:func:`twirls.models.propagation.propagate_from`).
-* MLP: the stacked layers. SGC: the cached ``Â^K X``, shared, then ``X [W_1 … W_K]``.
+* MLP: the stacked layers. SGC: the cached ``Â^K X``, shared, then ``X [W_1 … W_K]``; the
+  training forward on the training nodes' rows alone (:meth:`BatchedSGC.forward_rows`).
 * GCN: ``Â (H W_k)`` per layer, one sparse product over all seeds.
 * APPNP: the MLP, then ``Z ← (1-a) Â Z + a H`` on ``[Z_1 … Z_K]``.
 * JKNet: GCN's layers; the jump (concatenation or max) on the ``(K, n, ·)`` layer outputs.
@@ -231,11 +232,25 @@ class BatchedMLP(Batched):
 
 class BatchedSGC(Batched):
     def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
-        m = self.template
+        return linear(dropout(self.features(ops, x), self.template.dropout, masks),
+                      self.p["lin.weight"], self.p["lin.bias"])
+
+    def features(self, ops: GraphOps, x: Tensor) -> Tensor:
+        """``Â^K X``, computed once and cached in ``ops`` (shared by every seed)."""
         if x.requires_grad:
             raise NotImplementedError("batched training: SGC on a learned input")
-        h = ops.cached_for(("sgc", m.steps), x, lambda: sgc_features(ops, x, m.steps))
-        return linear(dropout(h, m.dropout, masks), self.p["lin.weight"], self.p["lin.bias"])
+        steps = self.template.steps
+        return ops.cached_for(("sgc", steps), x, lambda: sgc_features(ops, x, steps))
+
+    def forward_rows(self, ops: GraphOps, x: Tensor, masks: Masks | None,
+                     rows: Tensor) -> Tensor:
+        """The logits on ``rows`` from those rows of ``Â^K X`` alone (a node's logits read its
+        own row only), without dropout; with dropout :meth:`Batched.forward_rows` (its masks
+        cover every node)."""
+        if masks is not None and self.template.dropout > 0:
+            return super().forward_rows(ops, x, masks, rows)
+        return linear(self.features(ops, x).index_select(0, rows), self.p["lin.weight"],
+                      self.p["lin.bias"])
 
 
 class BatchedGCN(Batched):

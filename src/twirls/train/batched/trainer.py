@@ -59,8 +59,9 @@ class BatchConfig:
             :class:`~twirls.train.batched.layers.Masks`.
         row_operator: the training forward computes the logits of the training nodes only,
             TWIRLS-base's through its dense row operator where that pays
-            (:meth:`~twirls.train.batched.models.BatchedTWIRLS.forward_rows`): the same
-            function, other rounding, so other results than ``False``.
+            (:meth:`~twirls.train.batched.models.BatchedTWIRLS.forward_rows`), SGC's from
+            those rows of its features alone: the same function, other rounding, so other
+            results than ``False`` (SGC's were the same bits on this project's CPUs).
     """
 
     batch: int | None = None
