@@ -61,7 +61,7 @@ class BatchConfig:
             TWIRLS-base's through its dense row operator where that pays
             (:meth:`~twirls.train.batched.models.BatchedTWIRLS.forward_rows`), SGC's from
             those rows of its features alone: the same function, other rounding, so other
-            results than ``False`` (SGC's were the same bits on this project's CPUs).
+            results than ``False`` (SGC's came out the same bits on this project's EPYC).
     """
 
     batch: int | None = None
