@@ -375,8 +375,8 @@ def test_row_operator_only_where_the_steps_are_linear_and_it_pays(monkeypatch):
 def test_forward_rows_are_the_forwards_rows(key):
     """``forward_rows`` on the training nodes gives the full forward's logits there, and the
     same gradients (float32 tolerance); through the row operator for TWIRLS-base, from those
-    rows alone for SGC without dropout, and exactly the full forward's where a model has
-    neither."""
+    rows alone for SGC without dropout, from those rows of the inverse for the closed form, and
+    exactly the full forward's where a model has none of these."""
     name, cfg, _ = CONFIGS[key]
     ops, x, labels, split = small_graph()
     outs, grads = [], []
@@ -388,12 +388,55 @@ def test_forward_rows_are_the_forwards_rows(key):
         batch_loss(out, labels[split.train]).sum().backward()
         outs.append(out.detach())
         grads.append([p.grad for p in net.p.params])
-    used = any(key[0] == "row_operator" for key in ops._cache)
-    assert used == (key in ("twirls-base-k2", "twirls-reference"))
+    used = any(key[0] in ("row_operator", "closed_form_rows") for key in ops._cache)
+    assert used == (key in ("twirls-base-k2", "twirls-reference", "closed-form",
+                            "closed-form-normalized"))
     check = torch.testing.assert_close if used or key == "sgc-no-dropout" else _assert_equal
     check(outs[1], outs[0], rtol=RTOL, atol=ATOL)
     for mine, full in zip(grads[1], grads[0], strict=True):
         check(mine, full, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("key", ["closed-form", "twirls-base-k2"])
+def test_scores_on_the_scored_rows_are_the_full_forwards(key):
+    """The evaluation forward on the scored nodes alone (``scored_rows``: train, val and test
+    once each, in order) scores every part as the full forward does, where the model computes
+    those rows alone (the closed form, float32 rounding apart: the same accuracies here) and
+    where it computes every node and selects them (TWIRLS-base: bit for bit)."""
+    from twirls.train.batched.trainer import batch_scores, scored_rows
+
+    name, cfg, _ = CONFIGS[key]
+    ops, x, labels, split = small_graph()
+    net = stack_models(built(name, cfg, x.shape[1], 3))
+    rows, at = scored_rows(split)
+    parts = (split.train, split.val, split.test)
+    assert torch.equal(rows, torch.unique(torch.cat(parts)))
+    assert all(torch.equal(rows[pos], idx) for pos, idx in zip(at, parts, strict=True))
+    full = batch_scores(net, ops, x, labels, split)
+    assert torch.equal(batch_scores(net, ops, x, labels, split, (rows, at)), full)
+    assert net.training  # left in the mode it was in
+    assert any(k[0] == "closed_form_rows" for k in ops._cache) == (key == "closed-form")
+
+
+def test_closed_form_row_operator_trains_as_the_full_forward():
+    """A batch of the closed form with ``row_operator`` (its training and evaluation forwards
+    on those rows of the inverse) records the histories of the one without, to float32
+    rounding: the same epochs picked, the same scores."""
+    name, cfg, _ = CONFIGS["closed-form"]
+    ops, x, labels, split = small_graph()
+    tcfg = TrainConfig(epochs=6, lr=0.05, progress=False)
+
+    def build():
+        return build_model(name, cfg, x.shape[1], 3)
+
+    full = train_batch(build, ops, x, labels, split, tcfg, SEEDS)
+    rows = train_batch(build, ops, x, labels, split, tcfg, SEEDS, row_operator=True)
+    assert any(k[0] == "closed_form_rows" for k in ops._cache)
+    for a, b in zip(rows, full, strict=True):
+        assert (a.best_epoch, a.train, a.val, a.test) == (b.best_epoch, b.train, b.val, b.test)
+        for ha, hb in zip(a.history, b.history, strict=True):
+            assert ha["val"] == hb["val"] and ha["test"] == hb["test"]
+            assert ha["loss"] == pytest.approx(hb["loss"], rel=1e-5)
 
 
 def _assert_equal(a: torch.Tensor, b: torch.Tensor, **_) -> None:

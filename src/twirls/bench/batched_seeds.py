@@ -60,7 +60,13 @@ from twirls.files import write_json
 from twirls.params import read_all
 from twirls.stages.attacked import attacked_graph, with_attention
 from twirls.train.batched import BatchConfig, Masks, run_seeds_batched, train_batch
-from twirls.train.batched.trainer import batch_scores, make_optimizer, stacked_model, train_step
+from twirls.train.batched.trainer import (
+    batch_scores,
+    make_optimizer,
+    scored_rows,
+    stacked_model,
+    train_step,
+)
 from twirls.train.cpu import configure_cpu
 from twirls.train.device import pick_device
 from twirls.train.experiment import run_inputs
@@ -117,13 +123,14 @@ def epoch_parts(inp: Any, data: Any, split: Any, batch: int, epochs: int,
     draws = Masks(seeds, "fast", inp.ops.device, inp.ops.dtype)
     optimizer = make_optimizer(net, inp.cfg)
     train_labels = data.labels.index_select(0, split.train)  # gathered once, as train_batch does
+    rows = scored_rows(split) if row_operator and net.scores_rows else None  # as train_batch
     spent = {"train_step": 0.0, "eval": 0.0}
     for epoch in range(epochs + 1):
         start = time.perf_counter()
         train_step(net, inp.ops, inp.x, data.labels, split, draws, optimizer,
                    row_operator=row_operator, train_labels=train_labels)
         middle = time.perf_counter()
-        batch_scores(net, inp.ops, inp.x, data.labels, split)
+        batch_scores(net, inp.ops, inp.x, data.labels, split, rows)
         if epoch:  # the first epoch warms up
             spent["train_step"] += middle - start
             spent["eval"] += time.perf_counter() - middle

@@ -8,7 +8,7 @@ computed once per graph (cached in the :class:`GraphOps`): for graphs up to ~20k
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -90,6 +90,19 @@ class TWIRLSClosedForm(nn.Module):
         if not h.requires_grad:
             return self.inverse(ops) @ h
         return _Propagate.apply(h, self.inverse(ops), self.inverse_t(ops))
+
+    def propagate_rows(self, ops: GraphOps, h: Tensor, rows: Tensor, slot: Hashable = None
+                       ) -> Tensor:
+        """``((I + λL)⁻¹ h)[rows]`` as ``(I + λL)⁻¹[rows] h``, those rows of the inverse (and,
+        for a gradient, their transpose) cached in ``ops`` for ``rows`` (one entry per
+        ``slot``: a caller that alternates between two sets of rows names two slots)."""
+        inv = self.inverse(ops)
+        key = ("closed_form_rows", self.lam, self.normalized, slot)
+        part = ops.cached_for(key, rows, lambda: inv.index_select(0, rows))
+        if not h.requires_grad:
+            return part @ h
+        part_t = ops.cached_for(key + ("t",), rows, lambda: part.t().contiguous())
+        return _Propagate.apply(h, part, part_t)
 
 
 class _Propagate(torch.autograd.Function):

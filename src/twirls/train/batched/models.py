@@ -31,7 +31,9 @@ the seeds stacked:
   (:func:`~twirls.models.baselines.gcnii.sparse_copy`), so input dropout draws the same entries.
 * The closed form (eq. 2): ``f`` as TWIRLS-base's, then one dense product of the cached
   ``(I + λL)⁻¹`` with ``[f_1 … f_K]``: the inverse is read once for all seeds (Cora, one core:
-  7 columns 6.8 ms, 70 columns 8.9 ms).
+  7 columns 6.8 ms, 70 columns 8.9 ms). The training forward, and the evaluation forward of
+  the scored nodes, may multiply only those rows of the inverse
+  (:meth:`BatchedClosedForm.forward_rows`).
 
 Not batched (a ``NotImplementedError`` names the reason): attention with ``prox_relu``,
 ``norm`` layers, learned node inputs (``embedding``), other models.
@@ -80,6 +82,8 @@ class Batched(nn.Module):
     """Base: ``K`` models' stacked parameters ``p`` and the first model as the template of the
     hyperparameters (kept out of the module tree: its own parameters are not trained)."""
 
+    scores_rows = False  # under row_operator, its evaluation forward too reads forward_rows
+
     def __init__(self, models: Sequence[nn.Module]) -> None:
         super().__init__()
         self.p = Stacked(models)
@@ -98,7 +102,9 @@ class Batched(nn.Module):
     def forward_rows(self, ops: GraphOps, x: Tensor, masks: Masks | None,
                      rows: Tensor) -> Tensor:
         """``forward(ops, x, masks)[:, rows]``, ``(K, r, C)``: the logits a loss on ``rows``
-        reads (a model may compute only those, :meth:`BatchedTWIRLS.forward_rows`)."""
+        reads (a model may compute only those, :meth:`BatchedTWIRLS.forward_rows`); with
+        ``masks=None`` and :attr:`scores_rows` also the evaluation's logits on the scored
+        nodes (:func:`~twirls.train.batched.trainer.batch_scores`)."""
         return self(ops, x, masks).index_select(1, rows)
 
     def input_feed_forward(self, prefix: str, ff: FeedForward, x: Tensor, p: float,
@@ -346,6 +352,8 @@ class BatchedAPPNP(Batched):
 
 
 class BatchedClosedForm(Batched):
+    scores_rows = True
+
     def __init__(self, models: Sequence[TWIRLSClosedForm]) -> None:
         _no_norms(models[0].f)
         super().__init__(models)
@@ -354,6 +362,16 @@ class BatchedClosedForm(Batched):
         m = self.template
         h = as_batch(self.input_feed_forward("f", m.f, x, m.input_dropout, masks), self.num)
         return from_wide(m.propagate(ops, to_wide(h)), self.num)
+
+    def forward_rows(self, ops: GraphOps, x: Tensor, masks: Masks | None,
+                     rows: Tensor) -> Tensor:
+        """The logits on ``rows`` from those rows of the inverse alone, ``M[rows] [f_1 … f_K]``
+        (a node's logits read its own row of ``M``): ``|rows| / n`` of the dense product each
+        way (Cora's 140 training nodes: 5 %, the 1,640 scored ones: 61 %). The rows of ``M``
+        are cached for the training forward and for the evaluation's, one entry each."""
+        m = self.template
+        h = as_batch(self.input_feed_forward("f", m.f, x, m.input_dropout, masks), self.num)
+        return from_wide(m.propagate_rows(ops, to_wide(h), rows, self.training), self.num)
 
 
 BATCHED: dict[type, type[Batched]] = {TWIRLS: BatchedTWIRLS, MLP: BatchedMLP, SGC: BatchedSGC,

@@ -60,8 +60,10 @@ class BatchConfig:
         row_operator: the training forward computes the logits of the training nodes only,
             TWIRLS-base's through its dense row operator where that pays
             (:meth:`~twirls.train.batched.models.BatchedTWIRLS.forward_rows`), SGC's from
-            those rows of its features alone: the same function, other rounding, so other
-            results than ``False`` (SGC's came out the same bits on this project's EPYC).
+            those rows of its features alone, the closed form's from those rows of its
+            inverse (and its evaluation forward the scored nodes' alone): the same function,
+            other rounding, so other results than ``False`` (SGC's came out the same bits on
+            this project's EPYC).
     """
 
     batch: int | None = None
@@ -111,17 +113,31 @@ def batch_loss(logits: Tensor, labels: Tensor, idx: Tensor | None = None) -> Ten
     return losses.view(num, -1).mean(1)
 
 
+def scored_rows(split: Split) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor]]:
+    """The nodes an epoch's scores read (train, val and test, sorted, each once) and the
+    positions of the train, val and test nodes among them."""
+    parts = (split.train, split.val, split.test)
+    rows = torch.unique(torch.cat(parts))
+    return rows, tuple(torch.searchsorted(rows, idx) for idx in parts)  # type: ignore[return-value]
+
+
 def batch_scores(net: Batched, ops: GraphOps, x: Tensor | None, labels: Tensor,
-                 split: Split) -> Tensor:
+                 split: Split, rows: tuple[Tensor, tuple[Tensor, ...]] | None = None) -> Tensor:
     """``(K, 3)`` float64 accuracies on train, val, test (one eval forward, no grad), as
-    :func:`twirls.train.metrics.accuracy_tensor` computes them."""
+    :func:`twirls.train.metrics.accuracy_tensor` computes them. ``rows``
+    (:func:`scored_rows`): the eval forward computes the logits of those nodes alone
+    (:meth:`Batched.forward_rows`); ``None``: of every node."""
+    parts = (split.train, split.val, split.test)
     was_training = net.training
     net.eval()
     with torch.no_grad():
-        pred = net(ops, x).argmax(-1)
+        if rows is None:
+            pred, at = net(ops, x).argmax(-1), parts
+        else:
+            pred, at = net.forward_rows(ops, x, None, rows[0]).argmax(-1), rows[1]
     net.train(was_training)
-    cols = [(pred.index_select(1, idx) == labels.index_select(0, idx)).sum(1, dtype=torch.float64)
-            / idx.numel() for idx in (split.train, split.val, split.test)]
+    cols = [(pred.index_select(1, pos) == labels.index_select(0, idx)).sum(1, dtype=torch.float64)
+            / idx.numel() for pos, idx in zip(at, parts, strict=True)]
     return torch.stack(cols, 1)
 
 
@@ -186,6 +202,7 @@ def train_batch(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor |
     split = Split(split.train.to(device), split.val.to(device), split.test.to(device))
     draws = Masks(seeds, masks, device, ops.dtype)
     train_labels = labels.index_select(0, split.train)
+    eval_rows = scored_rows(split) if row_operator and net.scores_rows else None
     optimizer = make_optimizer(net, cfg)
     selections = [Selection(split.val.numel() > 0, cfg.patience) for _ in seeds]
     kept: list[dict[str, Tensor] | None] = [None] * len(seeds)
@@ -196,7 +213,7 @@ def train_batch(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor |
     for epoch in range(cfg.epochs):
         losses = train_step(net, ops, x, labels, split, draws, optimizer,
                             row_operator=row_operator, train_labels=train_labels)
-        scores = batch_scores(net, ops, x, labels, split)
+        scores = batch_scores(net, ops, x, labels, split, eval_rows)
         pending.append(torch.cat([losses.detach().double().unsqueeze(1), scores], 1))
         if len(pending) < read_every and epoch < cfg.epochs - 1:
             continue
