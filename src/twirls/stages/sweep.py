@@ -19,8 +19,9 @@ The sweep is the group of the same name in ``params.yaml``::
       seeds: 3                                 # runs per point (a curve's own `seeds`
                                                # overrides it)
       batch: 1                                 # optional: seeds trained as one batched model
-      row_operator: false                      # optional: batched TWIRLS-base's and SGC's
-                                               # training forward on the training nodes
+      row_operator: false                      # optional: batched TWIRLS-base's, SGC's and
+                                               # the closed form's training forward on the
+                                               # training nodes
       data_grid: {length: [10, 20]}            # optional: dataset options (the generated
                                                # Chains' length) or `split` (Amazon's label
                                                # ratio), crossed with every curve
@@ -34,7 +35,8 @@ over ``budget_hours`` the stage runs nothing and its cells and figure say why. W
 above 1, each point's seeds train that many at a time as one batched model where the model
 allows it (:func:`twirls.train.experiment.seed_runs`; the same protocol, other dropout
 masks); ``row_operator: true`` computes TWIRLS-base's training forward on the training nodes
-alone by one dense product, SGC's from those nodes' features
+alone by one dense product, SGC's from those nodes' features, the closed form's from those
+rows of its inverse (and its evaluation forward from the scored nodes' rows)
 (:class:`twirls.train.batched.BatchConfig`; other rounding).
 """
 

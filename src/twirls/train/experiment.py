@@ -159,8 +159,8 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
     ``batch`` at a time as one batched model (:func:`twirls.train.batched.run_seeds_batched`;
     the same protocol, other dropout masks), where the model allows it; else, at 1, and with
     one seed per split (a batch of one shares nothing), one seed per run. ``row_operator``
-    (``train.row_operator``): batched TWIRLS-base's and SGC's training forward on the training
-    nodes alone (:class:`twirls.train.batched.BatchConfig`)."""
+    (``train.row_operator``): batched TWIRLS-base's, SGC's and the closed form's training
+    forward on the training nodes alone (:class:`twirls.train.batched.BatchConfig`)."""
     args = _run_args(exp, data, seeds, device, progress=progress and jobs <= 1)
     runs: list[Callable[[], Any]] = [partial(seed_run, *a) for a in args]
     if before is not None:
