@@ -397,12 +397,12 @@ def test_forward_rows_are_the_forwards_rows(key):
         check(mine, full, rtol=RTOL, atol=ATOL)
 
 
-@pytest.mark.parametrize("key", ["closed-form", "twirls-base-k2"])
+@pytest.mark.parametrize("key", ["closed-form", "gcn"])
 def test_scores_on_the_scored_rows_are_the_full_forwards(key):
     """The evaluation forward on the scored nodes alone (``scored_rows``: train, val and test
     once each, in order) scores every part as the full forward does, where the model computes
     those rows alone (the closed form, float32 rounding apart: the same accuracies here) and
-    where it computes every node and selects them (TWIRLS-base: bit for bit)."""
+    where it computes every node and selects them (GCN)."""
     from twirls.train.batched.trainer import batch_scores, scored_rows
 
     name, cfg, _ = CONFIGS[key]
