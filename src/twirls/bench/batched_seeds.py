@@ -62,8 +62,8 @@ from twirls.stages.attacked import attacked_graph, with_attention
 from twirls.train.batched import BatchConfig, Masks, run_seeds_batched, train_batch
 from twirls.train.batched.trainer import (
     batch_scores,
+    eval_rows_of,
     make_optimizer,
-    scored_rows,
     stacked_model,
     train_step,
 )
@@ -123,7 +123,7 @@ def epoch_parts(inp: Any, data: Any, split: Any, batch: int, epochs: int,
     draws = Masks(seeds, "fast", inp.ops.device, inp.ops.dtype)
     optimizer = make_optimizer(net, inp.cfg)
     train_labels = data.labels.index_select(0, split.train)  # gathered once, as train_batch does
-    rows = scored_rows(split) if row_operator and net.scores_rows else None  # as train_batch
+    rows = eval_rows_of(net, split, row_operator)  # as train_batch
     spent = {"train_step": 0.0, "eval": 0.0}
     for epoch in range(epochs + 1):
         start = time.perf_counter()

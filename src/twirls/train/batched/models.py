@@ -359,9 +359,7 @@ class BatchedClosedForm(Batched):
         super().__init__(models)
 
     def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
-        m = self.template
-        h = as_batch(self.input_feed_forward("f", m.f, x, m.input_dropout, masks), self.num)
-        return from_wide(m.propagate(ops, to_wide(h)), self.num)
+        return from_wide(self.template.propagate(ops, self.wide_f(x, masks)), self.num)
 
     def forward_rows(self, ops: GraphOps, x: Tensor, masks: Masks | None,
                      rows: Tensor) -> Tensor:
@@ -369,9 +367,14 @@ class BatchedClosedForm(Batched):
         (a node's logits read its own row of ``M``): ``|rows| / n`` of the dense product each
         way (Cora's 140 training nodes: 5 %, the 1,640 scored ones: 61 %). The rows of ``M``
         are cached for the training forward and for the evaluation's, one entry each."""
+        wide = self.wide_f(x, masks)
+        return from_wide(self.template.propagate_rows(ops, wide, rows, self.training), self.num)
+
+    def wide_f(self, x: Tensor, masks: Masks | None) -> Tensor:
+        """``[f_1 … f_K]``, ``(n, K·C)``: every seed's ``f`` side by side."""
         m = self.template
-        h = as_batch(self.input_feed_forward("f", m.f, x, m.input_dropout, masks), self.num)
-        return from_wide(m.propagate_rows(ops, to_wide(h), rows, self.training), self.num)
+        return to_wide(as_batch(self.input_feed_forward("f", m.f, x, m.input_dropout, masks),
+                                self.num))
 
 
 BATCHED: dict[type, type[Batched]] = {TWIRLS: BatchedTWIRLS, MLP: BatchedMLP, SGC: BatchedSGC,

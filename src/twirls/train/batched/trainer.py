@@ -121,6 +121,14 @@ def scored_rows(split: Split) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor]]:
     return rows, tuple(torch.searchsorted(rows, idx) for idx in parts)  # type: ignore[return-value]
 
 
+def eval_rows_of(net: Batched, split: Split, row_operator: bool
+                 ) -> tuple[Tensor, tuple[Tensor, ...]] | None:
+    """What :func:`batch_scores` is given as ``rows`` in a batch: :func:`scored_rows` under
+    ``row_operator`` for a model whose evaluation reads them (:attr:`Batched.scores_rows`),
+    else ``None``."""
+    return scored_rows(split) if row_operator and net.scores_rows else None
+
+
 def batch_scores(net: Batched, ops: GraphOps, x: Tensor | None, labels: Tensor,
                  split: Split, rows: tuple[Tensor, tuple[Tensor, ...]] | None = None) -> Tensor:
     """``(K, 3)`` float64 accuracies on train, val, test (one eval forward, no grad), as
@@ -202,7 +210,7 @@ def train_batch(build_model: Callable[[], nn.Module], ops: GraphOps, x: Tensor |
     split = Split(split.train.to(device), split.val.to(device), split.test.to(device))
     draws = Masks(seeds, masks, device, ops.dtype)
     train_labels = labels.index_select(0, split.train)
-    eval_rows = scored_rows(split) if row_operator and net.scores_rows else None
+    eval_rows = eval_rows_of(net, split, row_operator)
     optimizer = make_optimizer(net, cfg)
     selections = [Selection(split.val.numel() > 0, cfg.patience) for _ in seeds]
     kept: list[dict[str, Tensor] | None] = [None] * len(seeds)
