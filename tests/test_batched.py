@@ -14,8 +14,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from twirls.data.graph import Split, undirected_graph
-from twirls.models import GraphOps, build_model, propagation, sparse_features
+from twirls.models import MODELS, GraphOps, build_model, layers, propagation, sparse_features
 from twirls.models.attention import AttentionSpec, TruncatedLp
+from twirls.models.masks import drawing_from
 from twirls.models.propagation import PropagationSpec, propagate, row_operator, row_operator_pays
 from twirls.train.batched import (
     BatchConfig,
@@ -517,6 +518,101 @@ def test_fast_masks_are_kept_over_keep_to_the_bit(dtype):
         for noise in (masks.noise((7, 9), p), masks.seed_noise(1, (7, 9), p)):
             assert noise.dtype == dtype
             assert torch.equal(noise, (noise > 0).to(dtype).div_(1 - p)), p
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_a_run_alone_with_fast_masks_retraces_its_batched_seed(key):
+    """``masks: fast`` in a run trained alone: each seed draws the masks its batched run draws
+    (its own stream, in forward order), so the two histories agree epoch by epoch (float32
+    rounding apart), for every batched model, on sparse features where it takes them."""
+    name, model_cfg, on_sparse = CONFIGS[key]
+    ops, x, labels, split = small_graph(seed=2)
+    x = sparse(x) if on_sparse else x
+    cfg = TrainConfig(epochs=8, lr=0.05, weight_decay=5e-4, masks="fast")
+
+    def build():
+        return build_model(name, model_cfg, x.shape[1], 3)
+
+    alone = run_seeds(build, ops, x, labels, split, cfg, SEEDS)
+    mine = run_seeds_batched(build, ops, x, labels, split, cfg, SEEDS, BatchConfig(masks="fast"))
+    for a, b in zip(alone.runs, mine.runs, strict=True):
+        assert len(a.history) == len(b.history) == cfg.epochs
+        for ha, hb in zip(a.history, b.history, strict=True):
+            assert hb["loss"] == pytest.approx(ha["loss"], rel=1e-5)
+            assert (ha["train"], ha["val"], ha["test"]) == (hb["train"], hb["val"], hb["test"])
+
+
+def test_fast_masks_alone_are_other_masks_than_torchs_and_rerun_to_the_bit():
+    ops, x, labels, split = small_graph(seed=3)
+    cfg = TrainConfig(epochs=6, lr=0.05, masks="fast")
+
+    def run(cfg, seed=4):
+        set_seed(seed)
+        return train_run(build_model("twirls", TWIRLS_K2, x.shape[1], 3), ops, x, labels, split,
+                         cfg, seed=seed).history
+
+    fast = run(cfg)
+    assert run(cfg) == fast
+    assert run(replace(cfg, masks="torch")) != fast and run(cfg, seed=5) != fast
+    with pytest.raises(ValueError, match="masks 'fast' draws from the run's seed"):
+        train_run(build_model("mlp", {}, x.shape[1], 3), ops, x, labels, split, cfg)
+
+
+def _geom_relations(n: int) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(8)
+    return {"poincare": torch.stack([torch.randint(0, n, (4 * n,), generator=gen),
+                                     torch.randint(0, n, (4 * n,), generator=gen),
+                                     torch.randint(0, 8, (4 * n,), generator=gen)])}
+
+
+ALONE = {  # the models trained one run a seed (not batched), with dropout on
+    "gcnii": {"layers": 4, "hidden": 8}, "gcnii-dense": {"layers": 3, "hidden": 8},
+    "gat": {"heads": 2, "hidden": 4}, "graphsage": {"hidden": 8}, "h2gcn": {"hidden": 8},
+    "geom-gcn": {"hidden": 4}, "ignn": {"hidden": 8, "dropout": 0.5},
+}
+
+
+@pytest.mark.parametrize("on_sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("name", list(ALONE))
+def test_every_models_dropout_draws_from_the_runs_stream(name, on_sparse):
+    """Under a run's fast stream no model's training forward draws from torch's generator: the
+    stream alone decides its masks (the same stream, the same logits; another seed, others)."""
+    ops, x, labels, split = small_graph(seed=1)
+    if on_sparse and not getattr(MODELS[name], "accepts_sparse", False):
+        pytest.skip(f"{name} takes dense features")
+    x = sparse(x) if on_sparse else x
+    meta = {"geom_relations": _geom_relations(ops.n)} if name == "geom-gcn" else {}
+
+    def model() -> nn.Module:  # a fresh one each time (IGNN warm-starts its fixed point)
+        set_seed(0)
+        return build_model(name, ALONE[name], x.shape[1], 3, num_nodes=ops.n, **meta)
+
+    def logits(seed: int) -> torch.Tensor:
+        net, state = model().train(), torch.get_rng_state()
+        with drawing_from(Masks([seed], "fast")):
+            out = net(ops, x)
+        out[split.train].sum().backward()
+        assert torch.equal(torch.get_rng_state(), state), "drew from torch's generator"
+        return out.detach()
+
+    first = logits(6)
+    assert torch.equal(logits(6), first) and not torch.equal(logits(7), first)
+    with torch.no_grad():
+        assert not torch.equal(model().eval()(ops, x), first)
+
+
+def test_the_default_dropout_is_f_dropout_to_the_bit():
+    x = torch.rand(30, 20)
+    for value in (x, sparse(x)):
+        torch.manual_seed(3)
+        ours = layers.dropout(value, 0.4, True)
+        after = torch.rand(())
+        torch.manual_seed(3)
+        want = F.dropout(value.values() if value.layout == torch.sparse_csr else value, 0.4, True)
+        assert torch.equal(ours.values() if value.layout == torch.sparse_csr else ours, want)
+        assert torch.equal(torch.rand(()), after)  # the same draws from torch's generator
+        assert layers.dropout(value, 0.4, False) is value
+        assert layers.dropout(value, 0.0, True) is value
 
 
 def test_first_model_and_unsupported_models():

@@ -191,6 +191,8 @@ def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):
     ("table2.cora-gcn.train_cfg.epohcs", 10, "unknown key (did you mean 'epochs'?)"),
     ("table3.texas-geom-gcn.train_cfg.selection", "geomgcn",
      "unknown selection (did you mean 'geom-gcn'?); allowed: best-val, geom-gcn"),
+    ("table3.texas-gcn.train_cfg.masks", "fats",
+     "unknown masks (did you mean 'fast'?); allowed: fast, torch"),
     ("table2.cora-gcn.model_cfg.hiden", 8, "GCN config: unknown key 'hiden'. Did you mean "
                                            "'hidden'?"),
     ("table2.cora-gcn.seeds", 0, "table2.cora-gcn.seeds = 0: expected an integer >= 1"),

@@ -63,12 +63,12 @@ def check_model(path: str, model: Any, cfg: Any) -> None:
 
 
 def check_train_cfg(path: str, cfg: Any) -> None:
-    from twirls.train.loop import SELECTIONS, TrainConfig
+    from twirls.train.loop import MASKS, SELECTIONS, TrainConfig
 
     if cfg is None:
         return
     cfg = mapping(path, cfg)
-    keys(path, cfg, ("epochs", "lr", "weight_decay", "patience", "selection"))
+    keys(path, cfg, ("epochs", "lr", "weight_decay", "patience", "selection", "masks"))
     if "epochs" in cfg:
         number(f"{path}.epochs", cfg["epochs"], integer=True, lo=1)
     if "lr" in cfg:
@@ -79,6 +79,8 @@ def check_train_cfg(path: str, cfg: Any) -> None:
         number(f"{path}.patience", cfg["patience"], integer=True, lo=1)
     if "selection" in cfg:
         choose(f"{path}.selection", cfg["selection"], SELECTIONS, "selection")
+    if "masks" in cfg:
+        choose(f"{path}.masks", cfg["masks"], MASKS, "masks")
     TrainConfig.from_config(cfg)
 
 

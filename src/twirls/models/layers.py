@@ -6,6 +6,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from twirls.models import masks
 from twirls.models.sparse_features import csr_matmul
 
 NORMS = ("none", "batch", "layer")
@@ -29,13 +30,23 @@ def is_sparse(x: Tensor) -> bool:
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
-    """``F.dropout`` that also takes a sparse CSR ``x``: it drops stored entries, which is the
-    same random map as dense dropout (zeros stay zero either way)."""
-    if not is_sparse(x) or not training or p == 0.0:
-        return F.dropout(x, p, training) if not is_sparse(x) else x
-    values = F.dropout(x.values(), p, True)
-    return torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), values, x.shape,
-                                   check_invariants=False)
+    """``F.dropout(x, p, training)``, which every model calls for its dropout. A sparse CSR ``x``
+    drops its stored entries (the same random map as dense dropout: zeros stay zero either way).
+    While a run draws from its own stream (``masks: fast``, :func:`twirls.models.masks.active`)
+    the mask comes from that stream instead of torch's generator."""
+    if not training or p == 0.0:
+        return x
+    if not is_sparse(x):
+        return _drop(x, p)
+    return torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), _drop(x.values(), p),
+                                   x.shape, check_invariants=False)
+
+
+def _drop(x: Tensor, p: float) -> Tensor:
+    stream = masks.active()
+    if stream is None or p >= 1.0:
+        return F.dropout(x, p, True)
+    return x * stream.seed_noise(0, x.shape, p)
 
 
 class FeedForward(nn.Module):
@@ -82,7 +93,7 @@ class FeedForward(nn.Module):
     def _activate(self, x: Tensor, i: int) -> Tensor:
         if self.norms is not None:
             x = self.norms[i](x)
-        return F.dropout(F.relu(x), self.dropout, self.training)
+        return dropout(F.relu(x), self.dropout, self.training)
 
     def forward(self, x: Tensor) -> Tensor:
         """``x`` may be a sparse CSR matrix (bag-of-words features): the first layer then costs

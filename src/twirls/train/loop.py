@@ -45,6 +45,7 @@ from tqdm import tqdm
 from twirls.data.graph import Split
 from twirls.models.config import resolve_config
 from twirls.models.graph_ops import GraphOps
+from twirls.models.masks import MASKS, Masks, drawing_from
 from twirls.train.metrics import accuracy_tensor, multilabel_f1_tensor
 
 HOST_READ_EVERY = 32  # epochs between reads of the scores to the host on CUDA
@@ -69,6 +70,12 @@ class TrainConfig:
             learning rate is multiplied by 0.8 after 50 epochs without a lower validation loss
             (``ReduceLROnPlateau``), and the scores are those of the last epoch (their saved
             "early" ``state_dict`` shares the live weights, so the test reads the last epoch).
+        masks: where the dropout masks of a run trained alone come from. ``"torch"``: torch's
+            generator, seeded with the run's seed (``F.dropout``'s ``bernoulli_``, ~12 ns an
+            entry on the CPU). ``"fast"``: on the CPU, the seed's own stream of
+            :class:`twirls.models.masks.Masks` (~1 ns an entry), the very masks the batched
+            trainer draws for that seed (other masks than ``"torch"``'s, from the same
+            distribution); on CUDA it is ``"torch"``. Batched runs take ``BatchConfig.masks``.
         progress: show a tqdm bar.
     """
 
@@ -77,12 +84,16 @@ class TrainConfig:
     weight_decay: float = 0.0
     patience: int | None = None
     selection: str = "best-val"
+    masks: str = "torch"
     progress: bool = False
 
     def __post_init__(self) -> None:
         if self.selection not in SELECTIONS:
             raise ValueError(f"train config: selection {self.selection!r} is not one of "
                              f"{', '.join(SELECTIONS)}")
+        if self.masks not in MASKS:
+            raise ValueError(f"train config: masks {self.masks!r} is not one of "
+                             f"{', '.join(MASKS)}")
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> TrainConfig:
@@ -196,9 +207,11 @@ def evaluate(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
 def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor, split: Split,
               cfg: TrainConfig, *, seed: int | None = None, desc: str = "",
               read_every: int | None = None) -> RunResult:
-    """Train ``model`` once (see module doc). ``seed`` re-seeds torch before training (dropout);
-    the model's initialisation is the caller's (see :func:`run_seeds`). ``read_every``: epochs
-    between host reads of the scores (default: 1 on the CPU, :data:`HOST_READ_EVERY` else)."""
+    """Train ``model`` once (see module doc). ``seed`` re-seeds torch before training (dropout;
+    with ``cfg.masks == "fast"`` on the CPU it seeds the run's own mask stream instead, and is
+    required); the model's initialisation is the caller's (see :func:`run_seeds`).
+    ``read_every``: epochs between host reads of the scores (default: 1 on the CPU,
+    :data:`HOST_READ_EVERY` else)."""
     if split.train.numel() == 0:
         raise ValueError("train_run: the split has no training nodes")
     device = ops.device
@@ -208,6 +221,19 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
     split = Split(split.train.to(device), split.val.to(device), split.test.to(device))
     if seed is not None:
         set_seed(seed)
+    stream = None
+    if cfg.masks == "fast" and device.type == "cpu":
+        if seed is None:
+            raise ValueError("train_run: masks 'fast' draws from the run's seed; give seed=")
+        stream = Masks([seed], "fast", device, ops.dtype)
+    with drawing_from(stream):
+        return _train(model, ops, x, labels, split, cfg, seed, desc, read_every)
+
+
+def _train(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor, split: Split,
+           cfg: TrainConfig, seed: int | None, desc: str, read_every: int | None) -> RunResult:
+    """The epochs of :func:`train_run`, on the device's tensors."""
+    device = ops.device
     # models with several weight-decay groups (GCNII: convolutions vs dense layers) say so
     params = (model.param_groups(cfg.weight_decay) if hasattr(model, "param_groups")
               else model.parameters())

@@ -32,7 +32,7 @@ from torch.nn import functional as F
 from twirls.models.baselines.gcnii import dropout_linear
 from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps
-from twirls.models.layers import norm_layers
+from twirls.models.layers import dropout, norm_layers
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class DAGNN(nn.Module):
         h = dropout_linear(ops, x, self.lins[0], self.input_dropout, self.training)
         for k, lin in enumerate(self.lins[1:]):
             h = F.relu(h if self.norms is None else self.norms[k](h))
-            h = lin(F.dropout(h, self.dropout, self.training))
+            h = lin(dropout(h, self.dropout, self.training))
         return h
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:

@@ -69,8 +69,7 @@ class GATConv(nn.Module):
         self.fc = nn.Linear(in_dim, out_dim * heads, bias=False)
         self.attn_l = nn.Parameter(torch.empty(1, heads, out_dim))
         self.attn_r = nn.Parameter(torch.empty(1, heads, out_dim))
-        self.feat_drop = nn.Dropout(feat_drop)
-        self.attn_drop = nn.Dropout(attn_drop)
+        self.feat_drop, self.attn_drop = feat_drop, attn_drop
         self.leaky_relu = nn.LeakyReLU(negative_slope)
         self.bias = nn.Parameter(torch.empty(heads * out_dim))
         self.reset_parameters()
@@ -84,15 +83,16 @@ class GATConv(nn.Module):
 
     def forward(self, ops: GraphOps, h: Tensor) -> Tensor:
         if is_sparse(h):  # bag-of-words input: dropout on the stored entries, a CSR product
-            z = csr_matmul(dropout(h, self.feat_drop.p, self.training), self.fc.weight.t())
+            z = csr_matmul(dropout(h, self.feat_drop, self.training), self.fc.weight.t())
         else:
-            z = self.fc(self.feat_drop(h))
+            z = self.fc(dropout(h, self.feat_drop, self.training))
         z = z.view(-1, self.heads, self.out_dim)
         src, dst = ops.col, ops.row  # the pattern's entries (i, j): j sends to i
         left = (z * self.attn_l).sum(-1)  # (n, heads): the sender's part
         right = (z * self.attn_r).sum(-1)  # the receiver's part
         scores = self.leaky_relu(left.index_select(0, src) + right.index_select(0, dst))
-        alpha = self.attn_drop(edge_softmax(scores, dst, ops.n)).t().contiguous()
+        alpha = dropout(edge_softmax(scores, dst, ops.n), self.attn_drop, self.training)
+        alpha = alpha.t().contiguous()
         out = torch.stack([SparseMatrix(ops, alpha[k]) @ z[:, k] for k in range(self.heads)],
                           dim=1)
         return out + self.bias.view(1, self.heads, self.out_dim)

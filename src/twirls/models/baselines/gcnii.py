@@ -32,6 +32,7 @@ from torch.nn import functional as F
 
 from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps, SparseMatrix
+from twirls.models.layers import dropout
 from twirls.models.sparse_features import csr_matmul
 
 SPARSE_DENSITY = 0.25  # dropout_linear goes sparse for features with at most this share of nonzeros
@@ -68,9 +69,9 @@ def dropout_linear(ops: GraphOps, x: Tensor, lin: nn.Linear, p: float, training:
     """
     xs = sparse_copy(ops, x)
     if xs is None:
-        out = F.linear(F.dropout(x, p, training), lin.weight)
+        out = F.linear(dropout(x, p, training), lin.weight)
     else:
-        values = F.dropout(xs.values(), p, training)
+        values = dropout(xs.values(), p, training)
         with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
             warnings.simplefilter("ignore", UserWarning)
             xd = torch.sparse_csr_tensor(xs.crow_indices(), xs.col_indices(), values, xs.shape,
@@ -184,5 +185,5 @@ class GCNII(nn.Module):
         h0 = F.relu(dropout_linear(ops, x, self.lin_in, self.dropout, self.training))
         h = h0
         for conv in self.convs:
-            h = F.relu(conv(ops, F.dropout(h, self.dropout, self.training), h0))
-        return self.lin_out(F.dropout(h, self.dropout, self.training))
+            h = F.relu(conv(ops, dropout(h, self.dropout, self.training), h0))
+        return self.lin_out(dropout(h, self.dropout, self.training))

@@ -29,7 +29,7 @@ from torch.nn import functional as F
 from twirls.models.baselines.gcnii import dropout_linear
 from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps
-from twirls.models.layers import norm_layers
+from twirls.models.layers import dropout, norm_layers
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,6 @@ class GCNIIDense(nn.Module):
         h0 = F.relu(dropout_linear(ops, x, self.lin_in, self.dropout, self.training))
         h = h0
         for layer, conv in enumerate(self.convs):
-            u = conv(ops, F.dropout(h, self.dropout, self.training), h0)
+            u = conv(ops, dropout(h, self.dropout, self.training), h0)
             h = F.relu(u if self.norms is None else self.norms[layer](u)) + h
-        return self.lin_out(F.dropout(h, self.dropout, self.training))
+        return self.lin_out(dropout(h, self.dropout, self.training))

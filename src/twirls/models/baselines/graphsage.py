@@ -60,7 +60,7 @@ class SAGEConv(nn.Module):
 
     def __init__(self, in_dim: int, out_dim: int, *, feat_drop: float = 0.0) -> None:
         super().__init__()
-        self.feat_drop = nn.Dropout(feat_drop)
+        self.feat_drop = feat_drop
         self.fc_neigh = nn.Linear(in_dim, out_dim, bias=False)
         self.fc_self = nn.Linear(in_dim, out_dim)
         self.reset_parameters()
@@ -74,10 +74,10 @@ class SAGEConv(nn.Module):
         mean = mean_matrix(ops)
         narrows = self.fc_neigh.in_features > self.fc_neigh.out_features
         if is_sparse(h) and narrows:  # bag-of-words input: dropout on the stored entries, CSR
-            h = dropout(h, self.feat_drop.p, self.training)  # products, then average
+            h = dropout(h, self.feat_drop, self.training)  # products, then average
             neigh = mean @ csr_matmul(h, self.fc_neigh.weight.t())
             return csr_matmul(h, self.fc_self.weight.t()) + self.fc_self.bias + neigh
-        h = self.feat_drop(h.to_dense() if is_sparse(h) else h)
+        h = dropout(h.to_dense() if is_sparse(h) else h, self.feat_drop, self.training)
         if narrows:  # map first, then average
             neigh = mean @ self.fc_neigh(h)
         else:

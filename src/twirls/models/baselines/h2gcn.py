@@ -30,7 +30,7 @@ from torch.nn import functional as F
 
 from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps
-from twirls.models.layers import is_sparse
+from twirls.models.layers import dropout, is_sparse
 from twirls.models.sparse_features import csr_matmul
 
 
@@ -127,4 +127,4 @@ class H2GCN(nn.Module):
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
         final = torch.cat(self.representations(ops, x), dim=1)
-        return self.classify(F.dropout(final, self.dropout, self.training))
+        return self.classify(dropout(final, self.dropout, self.training))

@@ -70,6 +70,7 @@ from torch.nn import functional as F
 
 from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps, SparseMatrix
+from twirls.models.layers import dropout
 
 
 @dataclass(frozen=True)
@@ -321,7 +322,7 @@ class IGNN(nn.Module):
         h = self.implicit(ops, x)
         if self.normalize:
             h = F.normalize(h, dim=-1)
-        h = F.dropout(h, self.dropout, self.training)
+        h = dropout(h, self.dropout, self.training)
         return self.out(h)
 
 

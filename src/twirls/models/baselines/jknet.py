@@ -36,7 +36,7 @@ from torch.nn import functional as F
 from twirls.models.baselines.gcnii import dropout_linear
 from twirls.models.config import ModelConfig, check, check_rates
 from twirls.models.graph_ops import GraphOps, SparseMatrix
-from twirls.models.layers import norm_layers
+from twirls.models.layers import dropout, norm_layers
 
 MODES = ("cat", "max")
 
@@ -122,16 +122,16 @@ class JKNet(nn.Module):
         h = self._activate(0, adj @ first + self.convs[0].bias)
         hs = []
         for layer, conv in enumerate(self.convs[1:], start=1):
-            dropped = F.dropout(h, self.dropout, self.training)
+            dropped = dropout(h, self.dropout, self.training)
             hs.append(dropped if self.jump_after_dropout else h)
             h = self._activate(layer, _gcn_linear(adj, dropped, conv))
-        hs.append(F.dropout(h, self.dropout, self.training) if self.jump_after_dropout else h)
+        hs.append(dropout(h, self.dropout, self.training) if self.jump_after_dropout else h)
         return hs
 
     def forward(self, ops: GraphOps, x: Tensor) -> Tensor:
         z = jumping_knowledge(self.layer_outputs(ops, x), self.mode)
         if not self.jump_after_dropout:
-            z = F.dropout(z, self.dropout, self.training)
+            z = dropout(z, self.dropout, self.training)
         if self.final_propagation:
             return _gcn_linear(ops.gcn_norm(), z, self.out)
         return self.out(z)

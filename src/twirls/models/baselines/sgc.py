@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from twirls.models.config import ModelConfig, check
 from twirls.models.graph_ops import GraphOps
+from twirls.models.layers import dropout
 
 
 @dataclass(frozen=True)
@@ -65,4 +65,4 @@ class SGC(nn.Module):
             h = sgc_features(ops, x, self.steps)
         else:
             h = ops.cached_for(("sgc", self.steps), x, lambda: sgc_features(ops, x, self.steps))
-        return self.lin(F.dropout(h, self.dropout, self.training))
+        return self.lin(dropout(h, self.dropout, self.training))

@@ -3,7 +3,8 @@ parameters stacked, every dense layer one batched product and every graph produc
 product over all seeds. :func:`run_seeds_batched` returns what
 :func:`twirls.train.loop.run_seeds` returns."""
 
-from twirls.train.batched.layers import Masks, Stacked
+from twirls.models.masks import Masks
+from twirls.train.batched.layers import Stacked
 from twirls.train.batched.models import BATCHED, Batched, stack_models
 from twirls.train.batched.trainer import (
     BatchConfig,

@@ -43,7 +43,7 @@ from torch.nn import functional as F
 
 from twirls.data.graph import Split
 from twirls.models.graph_ops import GraphOps
-from twirls.train.batched.layers import MASKS, Masks
+from twirls.models.masks import MASKS, Masks
 from twirls.train.batched.models import Batched, stack_models
 from twirls.train.loop import HOST_READ_EVERY, RunResult, SeedsResult, TrainConfig, set_seed
 from twirls.train.parallel import run_all
