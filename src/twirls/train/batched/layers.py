@@ -13,8 +13,9 @@ stays ``(n, d)``, dense or sparse CSR. Sparse features after input dropout are a
 * A graph product ``M H`` multiplies ``M`` once by the ``(n, K·h)`` matrix ``[H_1 … H_K]``
   (:func:`graph_mm`): one sparse kernel call for all seeds, with :class:`GraphOps`' own
   :class:`SparseMatrix` (and its fast backward).
-* Dropout draws seed ``k``'s masks from seed ``k``'s own random stream (:class:`Masks`), so a
-  seed's masks do not depend on which other seeds share its batch.
+* Dropout draws seed ``k``'s masks from seed ``k``'s own random stream
+  (:class:`twirls.models.masks.Masks`), so a seed's masks do not depend on which other seeds
+  share its batch.
 
 Parameters are stacked by name (:class:`Stacked`): ``p["lins.0.weight"]`` is ``(K, d, o)``, the
 ``K`` models' ``nn.Linear`` weights (transposed) one above the other; one Adam over the stacked

@@ -4,7 +4,7 @@
 ``build_model()``), stacks their parameters (:class:`~twirls.train.batched.layers.Stacked`)
 and returns the batched model, whose ``forward(ops, x, masks)`` gives ``(K, n, C)`` logits:
 ``logits[k]`` is what model ``k`` computes on ``x`` (``masks=None``: eval mode; else the
-dropout masks of :class:`~twirls.train.batched.layers.Masks`, drawn in the order the unbatched
+dropout masks of :class:`~twirls.models.masks.Masks`, drawn in the order the unbatched
 forward draws them). Each forward mirrors its model's (same operations in the same order), with
 the seeds stacked:
 
@@ -54,6 +54,7 @@ from twirls.models.baselines.sgc import sgc_features
 from twirls.models.closed_form import TWIRLSClosedForm
 from twirls.models.graph_ops import GraphOps, SparseMatrix
 from twirls.models.layers import FeedForward, is_sparse
+from twirls.models.masks import Masks
 from twirls.models.propagation import (
     PropagationSpec,
     propagate,
@@ -63,7 +64,6 @@ from twirls.models.propagation import (
 )
 from twirls.models.twirls import TWIRLS
 from twirls.train.batched.layers import (
-    Masks,
     SparseBatch,
     Stacked,
     as_batch,

@@ -6,7 +6,7 @@ Per seed, as :func:`~twirls.train.loop.train_run` does for one:
 
 * initialisation: ``set_seed(s); build_model()``, exactly today's model of seed ``s``
   (:func:`~twirls.train.loop.seed_run`), whose parameters are then stacked;
-* dropout masks: seed ``s``'s own random stream (:class:`~twirls.train.batched.layers.Masks`;
+* dropout masks: seed ``s``'s own random stream (:class:`~twirls.models.masks.Masks`;
   ``masks="torch"``: the very masks today's run of seed ``s`` draws);
 * optimizer: one ``torch.optim.Adam`` over the stacked ``(K, ...)`` parameters with the loss
   ``Σ_k loss_k``. Adam (and its L2 ``weight_decay``) is elementwise and ``∂(Σ_j loss_j)/∂θ_k =
@@ -56,7 +56,7 @@ class BatchConfig:
     Args:
         batch: seeds per batch (``None``: all seeds of a call in one batch).
         masks: dropout masks, ``"fast"`` or ``"torch"`` (today's masks), see
-            :class:`~twirls.train.batched.layers.Masks`.
+            :class:`~twirls.models.masks.Masks`.
         row_operator: the training forward computes the logits of the training nodes only,
             TWIRLS-base's through its dense row operator where that pays
             (:meth:`~twirls.train.batched.models.BatchedTWIRLS.forward_rows`), SGC's from
