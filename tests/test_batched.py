@@ -823,3 +823,29 @@ def test_the_benchmark_times_the_trainers_epoch():
         for k, run in enumerate(want):
             got = [losses[k].item(), *scores[k].tolist()]
             assert got == [run.history[epoch][key] for key in ("loss", "train", "val", "test")]
+
+
+def test_the_fast_masks_benchmark_times_both_masks_and_names_its_configurations(capsys):
+    """``fast_masks``: both modes' training step and evaluation, positive, for a run of the
+    entry's model; a name that is no train-kind entry is one message before anything runs."""
+    from twirls.bench import fast_masks as bench
+    from twirls.params import read_all
+    from twirls.train.experiment import run_inputs
+
+    from fixtures import REPO, toy_data
+
+    data = toy_data()
+    exp = {"dataset": "toy", "model": "gat", "model_cfg": {"heads": 2, "hidden": 4},
+           "split": "a", "train_cfg": {"epochs": 4, "lr": 0.05}}
+    inp = run_inputs(exp, data, torch.device("cpu"), progress=False)
+    for masks in ("torch", "fast"):
+        parts = bench.epoch_ms(inp, data, data.splits["a"], masks, epochs=2)
+        assert set(parts) == {"train_step", "eval"} and all(v > 0 for v in parts.values())
+    params = read_all(REPO)
+    assert bench.config_problem("table3:actor-gat", params) == ""
+    assert all(bench.config_problem(bad, params) for bad in ("table3:actor", "table8:x", "gat"))
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--configs", "table3:actor", "--params", str(REPO / "params")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "'table3:actor' is no <group>:<entry>" in err and "Traceback" not in err
