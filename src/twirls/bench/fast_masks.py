@@ -35,11 +35,11 @@ from twirls.bench.pipeline import head_commit, machine
 from twirls.config.entries import train_entry
 from twirls.data.registry import load_dataset
 from twirls.files import write_json
-from twirls.models.masks import Masks, drawing_from
+from twirls.models.masks import drawing_from
 from twirls.params import read_all
 from twirls.train.cpu import configure_cpu
 from twirls.train.experiment import run_inputs
-from twirls.train.loop import _loss, evaluate_tensor, set_seed
+from twirls.train.loop import _loss, evaluate_tensor, run_masks, run_optimizer, set_seed
 
 CONFIGS = ["table2:cora-gcnii", "table2:citeseer-gcnii", "table3:actor-gcn", "table3:actor-gat",
            "table3:actor-graphsage", "table3:actor-h2gcn", "table3:actor-geom-gcn",
@@ -63,10 +63,9 @@ def epoch_ms(inp: Any, data: Any, split: Any, masks: str, epochs: int) -> dict[s
     set_seed(0)
     model = inp.build()
     cfg = replace(inp.cfg, masks=masks)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    stream = Masks([0], "fast") if masks == "fast" else None
+    optimizer = run_optimizer(model, cfg)  # as train_run's
     spent = {"train_step": 0.0, "eval": 0.0}
-    with drawing_from(stream):
+    with drawing_from(run_masks(cfg, 0, inp.ops)):
         for epoch in range(WARMUP + epochs):
             start = time.perf_counter()
             model.train()

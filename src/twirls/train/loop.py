@@ -221,23 +221,33 @@ def train_run(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor,
     split = Split(split.train.to(device), split.val.to(device), split.test.to(device))
     if seed is not None:
         set_seed(seed)
-    stream = None
-    if cfg.masks == "fast" and device.type == "cpu":
-        if seed is None:
-            raise ValueError("train_run: masks 'fast' draws from the run's seed; give seed=")
-        stream = Masks([seed], "fast", device, ops.dtype)
-    with drawing_from(stream):
+    with drawing_from(run_masks(cfg, seed, ops)):
         return _train(model, ops, x, labels, split, cfg, seed, desc, read_every)
+
+
+def run_masks(cfg: TrainConfig, seed: int | None, ops: GraphOps) -> Masks | None:
+    """The stream a run of ``seed`` draws its dropout masks from (``cfg.masks == "fast"`` on the
+    CPU), or ``None``: torch's generator."""
+    if cfg.masks != "fast" or ops.device.type != "cpu":
+        return None
+    if seed is None:
+        raise ValueError("train_run: masks 'fast' draws from the run's seed; give seed=")
+    return Masks([seed], "fast", ops.device, ops.dtype)
+
+
+def run_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """A run's Adam with L2 weight decay; models with several weight-decay groups (GCNII:
+    convolutions vs dense layers) say so (``param_groups``)."""
+    params = (model.param_groups(cfg.weight_decay) if hasattr(model, "param_groups")
+              else model.parameters())
+    return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
 def _train(model: nn.Module, ops: GraphOps, x: Tensor | None, labels: Tensor, split: Split,
            cfg: TrainConfig, seed: int | None, desc: str, read_every: int | None) -> RunResult:
     """The epochs of :func:`train_run`, on the device's tensors."""
     device = ops.device
-    # models with several weight-decay groups (GCNII: convolutions vs dense layers) say so
-    params = (model.param_groups(cfg.weight_decay) if hasattr(model, "param_groups")
-              else model.parameters())
-    optimizer = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = run_optimizer(model, cfg)
     has_val = split.val.numel() > 0
     best: dict[str, float] | None = None
     best_epoch, since_best = -1, 0
