@@ -250,6 +250,44 @@ def test_every_record_carries_the_machine_reference(tmp_path, monkeypatch):
                                                                        "torch": 0.17}
 
 
+def test_a_record_in_parts_is_normalised_to_its_first_parts_day(tmp_path, monkeypatch):
+    """Each stage scales by its own part's reference_s (the last part that named it with -s,
+    else the first); the rest of the total (stale reruns, DVC between stages) as the last
+    part; a part that ran on a machine twice as slow counts half its seconds."""
+    (tmp_path / "dvc.lock").write_text(LOCK)
+    out = tmp_path / "pipeline.json"
+    out.write_text(json.dumps({"full_repro": {
+        "complete": True, "commit": "abc", "command": "dvc repro -f",
+        "reference_s": {"python": 0.2, "torch": 0.25}, "seconds": 1422.0,
+        "stages": {"fetch@cora": 2.0, "table8": 1000.0, "report": 20.0,
+                   "table9@nettack-cora": 400.0}}}))
+
+    def fake_timed(cmd, cwd, env, on_stage=None):
+        if cmd == ["dvc", "repro"]:
+            return 10.0, {}, ""
+        on_stage({"table8": 600.0})
+        return 610.0, {"table8": 600.0, "report": 0.0}, ""  # 10 s of DVC between stages
+
+    monkeypatch.setattr(pipeline, "timed", fake_timed)
+    monkeypatch.setattr(pipeline, "reference_seconds", lambda: {"python": 0.4, "torch": 1.0})
+    assert pipeline.full_repro(tmp_path, {}, out, resume=True,
+                               targets=["table8", "report"]) == 0
+    run = json.loads(out.read_text())["full_repro"]
+    assert run["seconds"] == 2.0 + 400.0 + 610.0 + 10.0
+    assert pipeline.stage_parts(run) == {"fetch@cora": 0, "table8": 1, "report": 1,
+                                         "table9@nettack-cora": 0}
+    norm = run["normalised"]
+    assert norm["to"]["reference_s"] == {"python": 0.2, "torch": 0.25}
+    assert norm["seconds"] == {"python": 402.0 + 620.0 / 2, "torch": 402.0 + 620.0 / 4}
+    assert norm["stages_by_part"] == [2, 2]
+    # a part without one of the calibrations: that one is left out, the other kept
+    run["parts"][1]["reference_s"] = {"python": 0.4}
+    assert set(pipeline.normalised(run)["seconds"]) == {"python"}
+    # one part only: nothing to normalise
+    pipeline.store_full_repro(out, {k: v for k, v in run.items() if k != "parts"})
+    assert "normalised" not in json.loads(out.read_text())["full_repro"]
+
+
 def test_dvc_reads_yaml_with_the_c_parser():
     # every dvc command parses the ~330 kB dvc.lock; ruamel.yaml's pure-Python reader takes
     # 0.9 s of it, the C one (ruamel.yaml.clib, pinned in requirements.txt) 0.2 s

@@ -103,6 +103,11 @@ def test_minutes_and_the_measured_runs_peak():
     assert first.cpu == "1.76 h, measured (stage time, in 3 parts)"
     assert first.peak_rss == ("see `docs/costs.md` (resumed in 3 parts; the last one's largest: "
                               "8.5 GB)")
+    scaled = {"full_repro": {**resumed["full_repro"],
+                             "normalised": {"hours": {"python": 1.5, "torch": 1.61}}}}
+    assert table_rows(Inputs(report(), scaled))[0].cpu == (
+        "1.76 h, measured (stage time, in 3 parts); 1.50 / 1.61 h at the first part's speed "
+        "(`reference_s`: python / torch)")
 
 
 def test_failed_and_missing_stages_are_named_never_filled_in():

@@ -23,7 +23,9 @@
   the commit and ``reference_s`` of each part: the machine may differ), complete once every
   stage of ``dvc.lock`` is in it; then a plain ``dvc repro`` reruns what the parts left
   stale (a stage of an earlier part whose inputs a later part rewrote), its seconds recorded as
-  ``stale_reruns`` and counted in ``seconds``.
+  ``stale_reruns`` and counted in ``seconds``. A complete record in several parts also holds
+  ``normalised``: its total scaled part by part by ``reference_s`` to the first part's day
+  (:func:`normalised`), the number to hold against a target set on that day.
 """
 
 from __future__ import annotations
@@ -228,11 +230,51 @@ def remaining_stages(repo: Path, done: Iterable[str]) -> list[str]:
 
 def store_full_repro(out: Path, run: dict[str, Any], announce: bool = True) -> None:
     """``run`` as ``out``'s ``full_repro`` record, its other keys (the everyday loop's numbers)
-    kept; ``announce``: print the record without its per-stage seconds."""
+    kept, with its :func:`normalised` total when it was run in parts; ``announce``: print the
+    record without its per-stage seconds."""
     old = json.loads(out.read_text()) if out.is_file() else {}
+    run = {k: v for k, v in run.items() if k != "normalised"}
+    if run.get("complete") and len(run.get("parts") or []) > 1:
+        run["normalised"] = normalised(run)
     write_json(out, old | {"full_repro": run})
     if announce:
         print(json.dumps({k: v for k, v in run.items() if k != "stages"}, indent=1))
+
+
+def stage_parts(run: dict[str, Any]) -> dict[str, int]:
+    """Which part of a record run in parts timed each stage: the last part whose ``dvc repro -f
+    -s`` named it, else the first (the whole ``dvc repro -f``)."""
+    named = [set(part.get("command", "").split()[4:])
+             if part.get("command", "").startswith("dvc repro -f -s ") else set()
+             for part in run.get("parts") or []]
+    return {stage: max((i for i, names in enumerate(named) if stage in names), default=0)
+            for stage in run.get("stages") or {}}
+
+
+def normalised(run: dict[str, Any]) -> dict[str, Any]:
+    """A complete record's total as if every part had run on its first part's day: each
+    stage's seconds times the first part's ``reference_s`` over its own part's, by each of the
+    two calibrations (the interpreter's, the sparse products'); what the total holds besides
+    the stages (the last part's stale reruns and DVC's time between stages) scales as the last
+    part. Issue 28's targets are read on this. An estimate: the reference is one workload, and
+    parts on another CPU (``cpu_capability``) scale less exactly than parts on the same one."""
+    parts, stages = run["parts"], run["stages"]
+    of = stage_parts(run)
+    rest = float(run["seconds"]) - sum(stages.values())
+    scaled: dict[str, float] = {}
+    for kind in ("python", "torch"):
+        if not all(isinstance((part.get("reference_s") or {}).get(kind), (int, float))
+                   for part in parts):
+            continue  # a part timed without this calibration
+        base = float(parts[0]["reference_s"][kind])
+        factor = [base / float(part["reference_s"][kind]) for part in parts]
+        scaled[kind] = round(sum(s * factor[of[name]] for name, s in stages.items())
+                             + rest * factor[-1], 2)
+    return {"to": {"commit": parts[0].get("commit"), "reference_s": parts[0].get("reference_s"),
+                   "cpu_capability": parts[0].get("cpu_capability")},
+            "seconds": scaled, "hours": {k: round(v / 3600, 2) for k, v in scaled.items()},
+            "stages_by_part": [sum(1 for i in of.values() if i == k) for k in range(len(parts))],
+            "method": "each stage's seconds x the first part's reference_s / its own part's"}
 
 
 def stage_ends(repo: Path, since: float) -> dict[str, float]:

@@ -475,6 +475,10 @@ def measured_row(pipeline: dict[str, Any] | None) -> Row:
         rss = f"{gb(peak)} (largest process; which stage is not recorded)"
     if parts > 1 and run.get("complete"):
         cpu += f" (stage time, in {parts} parts)"
+        hours = (run.get("normalised") or {}).get("hours") or {}
+        if hours:
+            cpu += (f"; {' / '.join(f'{h:.2f}' for h in hours.values())} h at the first "
+                    f"part's speed (`reference_s`: {' / '.join(hours)})")
     return Row(part, cpu, NOT_MEASURED, rss)
 
 
