@@ -48,6 +48,8 @@ from twirls.bench.calibrate import reference_seconds
 from twirls.files import write_json
 from twirls.train.parallel import available_cores
 
+FORCED = ["dvc", "repro", "-f", "-s"]  # a part's command before the stages it forces
+
 
 def timed(cmd: list[str], cwd: Path, env: dict[str, str],
           on_stage: Callable[[dict[str, float]], None] | None = None
@@ -154,7 +156,7 @@ def full_repro(repo: Path, env: dict[str, str], out: Path, resume: bool = False,
         if not targets:
             raise SystemExit(f"--resume: {out}'s record already holds every stage of dvc.lock")
     done = {k: v for k, v in before.items() if k not in (targets or [])}
-    cmd = ["dvc", "repro", "-f", "-s", *targets] if targets else ["dvc", "repro", "-f"]
+    cmd = [*FORCED, *targets] if targets else ["dvc", "repro", "-f"]
     head = run_header(repo) | {"command": " ".join(cmd),
                                "load_before": round(os.getloadavg()[0], 2)}
     if resume:
@@ -244,9 +246,8 @@ def store_full_repro(out: Path, run: dict[str, Any], announce: bool = True) -> N
 def stage_parts(run: dict[str, Any]) -> dict[str, int]:
     """Which part of a record run in parts timed each stage: the last part whose ``dvc repro -f
     -s`` named it, else the first (the whole ``dvc repro -f``)."""
-    named = [set(part.get("command", "").split()[4:])
-             if part.get("command", "").startswith("dvc repro -f -s ") else set()
-             for part in run.get("parts") or []]
+    words = [part.get("command", "").split() for part in run.get("parts") or []]
+    named = [set(w[len(FORCED):]) if w[:len(FORCED)] == FORCED else set() for w in words]
     return {stage: max((i for i, names in enumerate(named) if stage in names), default=0)
             for stage in run.get("stages") or {}}
 
