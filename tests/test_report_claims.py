@@ -271,3 +271,22 @@ def test_the_no_data_figure_states_the_whole_reason_on_a_percent_axis(tmp_path):
         plt.close = real_close
     ax = captured["fig"].axes[0]
     assert "END-OF-REASON" in ax.texts[0].get_text() and ax.get_ylim() == (0, 100)
+
+
+@pytest.mark.parametrize("leads,expected", [
+    ((-0.5, -0.5, 3.0, -0.5), "partly: holds on texas, wisconsin, actor, cornell; "
+                              "the best on 1 of 4 datasets (actor), not >= 3"),
+    ((-0.5, -2.0, 3.0, 3.0), "partly: holds on texas, actor, cornell; not on wisconsin; "
+                             "the best on 2 of 4 datasets (actor, cornell), not >= 3"),
+    ((-2.0, 3.0, 3.0, 3.0), "partly: holds on wisconsin, actor, cornell; not on texas; "
+                            "the best on 3 of 4 datasets (wisconsin, actor, cornell)"),
+    ((3.0, 3.0, 3.0, 3.0), "holds"),
+])
+def test_the_verdict_words_the_count_as_a_count(leads, expected):
+    claim = next(c for c in read_claims() if c["id"] == "heterophily")
+    check = claim["checks"][0]
+    cells = [Cell("table3", ds, m, "accuracy", 60.0, 1.0, 10)
+             for ds in check["datasets"] for m in check["others"]]
+    cells += [Cell("table3", ds, "TWIRLS", "accuracy", 60.0 + lead, 1.0, 10)
+              for ds, lead in zip(check["datasets"], leads, strict=True)]
+    assert verdict(evaluate(claim, Values(build_results(cells, read_paper())))) == expected

@@ -40,6 +40,7 @@ class Outcome:
     gap: float | None = None  # subject minus the best other, where the rule compares so
     error: float | None = None  # standard error of the compared difference (our runs)
     close: bool = False  # decided within one standard error of the rule's threshold
+    summary: str = ""  # the verdict's words for an outcome that counts over groups
 
 
 @dataclass
@@ -156,7 +157,12 @@ def best_on_at_least(v: Values, c: dict) -> list[Outcome]:
             o.close = True
             o.detail += (f"; a close call for the best (standard error of the difference "
                          f"{o.error:.2f})")
-    per.append(Outcome(f"best on >= {c['count']} datasets", enough, detail, close=close))
+    names = f" ({', '.join(o.group for o in best)})" if best else ""
+    summary = (f"the best on {n} of {len(per)} datasets{names}"
+               + ("" if enough else f", {'untested for' if enough is None else 'not'} "
+                  f">= {c['count']}"))
+    per.append(Outcome(f"the best on >= {c['count']} datasets", enough, detail, close=close,
+                       summary=summary))
     return per
 
 
@@ -247,20 +253,23 @@ RULES: dict[str, Callable[[Values, dict], list[Outcome]]] = {
 
 
 def verdict(outcomes: list[Outcome]) -> str:
-    """``holds`` / ``does not hold`` / ``partly: ...`` / ``untested``."""
-    held = [o.group for o in outcomes if o.ok is True]
-    failed = [o.group for o in outcomes if o.ok is False]
-    untested = [o.group for o in outcomes if o.ok is None]
-    if not held and not failed:
+    """``holds`` / ``does not hold`` / ``partly: ...`` / ``untested``; an outcome that counts
+    over groups (``the best on >= 3 datasets``) is told in its own words."""
+    groups = [o for o in outcomes if not o.summary]
+    held = [o.group for o in groups if o.ok is True]
+    failed = [o.group for o in groups if o.ok is False]
+    untested = [o.group for o in groups if o.ok is None]
+    if all(o.ok is None for o in outcomes):
         return "untested"
-    if held and not failed and not untested:
+    if all(o.ok is True for o in outcomes):
         text = "holds"
-    elif failed and not held and not untested:
+    elif all(o.ok is False for o in outcomes):
         text = "does not hold"
     else:
         parts = [f"holds on {', '.join(held)}" if held else "",
                  f"not on {', '.join(failed)}" if failed else "",
                  f"untested on {', '.join(untested)}" if untested else ""]
+        parts += [o.summary for o in outcomes if o.summary]
         text = "partly: " + "; ".join(p for p in parts if p)
     if any(o.stand_in for o in outcomes if o.ok is not None):
         text += " (on stand-in cells)"
