@@ -94,6 +94,10 @@ CONFIGS = {  # name -> (model, model_cfg, also on sparse CSR features)
     "dagnn": ("dagnn", {"steps": 4, "hidden": 16, "dropout": 0.5}, False),
     "dagnn-three-layers": ("dagnn", {"steps": 3, "hidden": 8, "layers": 3, "dropout": 0.3,
                                      "input_dropout": 0.0}, False),
+    # GCNII takes dense features too (bag-of-words through its CSR copy); two weight-decay
+    # groups (the convolutions' conv_weight_decay)
+    "gcnii": ("gcnii", {"layers": 4, "hidden": 8, "lam": 0.6, "dropout": 0.5,
+                        "conv_weight_decay": 0.05}, False),
 }
 
 
@@ -148,8 +152,8 @@ def test_forward_and_gradients_equal_the_single_seed_models(key):
 
 
 @pytest.mark.parametrize("key", [k for k, (name, _, _) in CONFIGS.items()
-                                 if name in ("jknet", "dagnn")])
-def test_jknet_and_dagnn_drop_bag_of_words_through_their_csr_copy(key):
+                                 if name in ("jknet", "dagnn", "gcnii")])
+def test_jknet_dagnn_and_gcnii_drop_bag_of_words_through_their_csr_copy(key):
     """Dense features that are mostly zeros: the single models drop out and multiply their
     cached CSR copy (dropout_linear), and so do the batched ones, with the same draws."""
     name, cfg, _ = CONFIGS[key]
@@ -756,6 +760,21 @@ def test_the_stages_row_operator_reaches_the_trainer():
         wants.append(want)
     assert wants[0] != wants[1]  # other rounding: the flag shows in the losses
     assert any(key[0] == "row_operator" for key in inp.ops._cache)
+
+
+def test_an_entrys_own_batch_wins_over_train_batch():
+    """A train entry's ``batch`` (next to its ``seeds``) decides how its seeds train, else
+    ``train.batch``: the committed GCNII entries train one run a seed (slower batched on a CPU,
+    docs/costs.md), the other Planetoid entries ``train.batch`` at a time."""
+    from twirls.params import read_all
+    from twirls.stages.train import seeds_and_batch
+
+    params = read_all()
+    train = params["train"]
+    assert seeds_and_batch({}, train) == (train["seeds"], train["batch"])
+    assert seeds_and_batch({"seeds": 7, "batch": 3}, train) == (7, 3)
+    assert seeds_and_batch(params["table2"]["cora-gcnii"], train) == (10, 1)
+    assert seeds_and_batch(params["table2"]["cora-gcn"], train)[1] == train["batch"] > 1
 
 
 def test_batched_seeds_benchmark_names_its_configurations(capsys):

@@ -181,6 +181,7 @@ BATCHED_CASES = {  # small versions of the configurations train.batch trains (is
     "appnp": ("appnp", {"steps": 4, "hidden": 16}),
     "closed-form": ("twirls-closed-form", {"lam": 1.0, "mlp_before": 2, "hidden": 16,
                                            "dropout": 0.5}),
+    "gcnii": ("gcnii", {"layers": 4, "hidden": 16, "dropout": 0.5}),
 }
 
 

@@ -197,6 +197,7 @@ def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):
                                            "'hidden'?"),
     ("table2.cora-gcn.seeds", 0, "table2.cora-gcn.seeds = 0: expected an integer >= 1"),
     ("train.batch", 0, "train.batch = 0: expected an integer >= 1"),
+    ("table2.cora-gcnii.batch", 0, "table2.cora-gcnii.batch = 0: expected an integer >= 1"),
     ("table8.batch", 0, "table8.batch = 0: expected an integer >= 1"),
     ("train.row_operator", "yes", "train.row_operator = 'yes': expected true or false"),
     ("figure2.row_operator", 1, "figure2.row_operator = 1: expected true or false"),

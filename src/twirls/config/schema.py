@@ -135,8 +135,8 @@ def check_flag(path: str, value: Any) -> None:
 def check_train_entry(path: str, entry: Any) -> None:
     """An experiment entry of a train-kind group (see :mod:`twirls.config.entries`)."""
     entry = mapping(path, entry)
-    keys(path, entry, ("dataset", "model", "cells", "model_cfg", "train_cfg", "seeds", "split",
-                       "feature_norm", "note", "metric"))
+    keys(path, entry, ("dataset", "model", "cells", "model_cfg", "train_cfg", "seeds", "batch",
+                       "split", "feature_norm", "note", "metric"))
     for key in ("dataset", "model", "cells"):
         if key not in entry:
             fail(f"{path}", dict(entry), f"missing key {key!r}")
@@ -144,6 +144,8 @@ def check_train_entry(path: str, entry: Any) -> None:
     check_cells(f"{path}.cells", entry["cells"])
     if "seeds" in entry:
         check_seeds(f"{path}.seeds", entry["seeds"])
+    if "batch" in entry:
+        check_batch(f"{path}.batch", entry["batch"])
     if "feature_norm" in entry:
         choose(f"{path}.feature_norm", entry["feature_norm"], ("row", "none"), "feature_norm")
     check_train_cfg(f"{path}.train_cfg", entry.get("train_cfg"))

@@ -11,6 +11,7 @@ The entry is ``<group>.<name>`` in ``params.yaml`` (completed by
       model_cfg: {steps: 16, lam: 1.0, alpha: 1.0, ...}
       train_cfg: {epochs: 500, lr: 0.1, weight_decay: 5.0e-4}
       seeds: 10                # optional; default: the dataset's, else train.seeds
+      batch: 1                 # optional; default: train.batch (seeds a batched model trains)
 
 Writes ``results/<group>/<name>.csv`` (one row per run: :mod:`twirls.cells`),
 ``results/<group>/<name>.json`` (cells for the report, per-run scores in ``extra``),
@@ -27,6 +28,7 @@ estimate on its device exceeds ``budget_hours`` runs nothing, says so, and its c
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from twirls.config.entries import train_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
@@ -45,6 +47,13 @@ from twirls.train.experiment import (
 from twirls.train.parallel import resolve_jobs
 
 
+def seeds_and_batch(exp: dict[str, Any], train: dict[str, Any]) -> tuple[int, int]:
+    """An entry's seeds and the seeds a batched model trains at a time: its own ``seeds`` and
+    ``batch``, else ``train.seeds`` and ``train.batch`` (``train``: ``params["train"]``)."""
+    return (int(exp.get("seeds", train["seeds"])),
+            int(exp.get("batch", train.get("batch", 1))))
+
+
 @entry
 def main(argv: list[str] | None = None) -> int:
     parser = raw_out_parser(__doc__)
@@ -56,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     stage = f"{args.group}@{args.name}"
     params = open_stage(stage)
     exp = train_entry(params[args.group][args.name])
-    seeds = int(exp.get("seeds", params["train"]["seeds"]))
+    seeds, batch = seeds_and_batch(exp, params["train"])
     check_model(exp, stage)
     device = stage_device(params["device"], who=stage)
     jobs = resolve_jobs(params["jobs"], device)
@@ -75,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                 keep_first_model=args.save_model and keeps_weights(exp),
                 before=lambda runs: check_budget(stage, runs, jobs, device,
                                                  params["budget_hours"]),
-                batch=int(params["train"].get("batch", 1)),
+                batch=batch,
                 row_operator=bool(params["train"].get("row_operator", False)))
             print(f"{stage}: {result}")
         except OverBudget as exc:

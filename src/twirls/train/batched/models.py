@@ -29,6 +29,10 @@ the seeds stacked:
 * DAGNN: the MLP, then ``[Z, Â Z, …, Â^K Z]`` on ``[Z_1 … Z_K]`` and each seed's scores.
   Both read bag-of-words ``x`` through the CSR copy their unbatched models cache
   (:func:`~twirls.models.baselines.gcnii.sparse_copy`), so input dropout draws the same entries.
+* GCNII: the input layer as JKNet's (bag-of-words through the CSR copy), then per layer
+  ``S = (1-α) Â H + α H⁽⁰⁾`` on ``[H_1 … H_K]`` (one sparse product for all seeds) and
+  ``(1-β_l) S_k + β_l S_k W_k`` for every seed in one ``baddbmm``; its optimizer keeps the
+  model's two weight-decay groups (:meth:`Batched.param_groups`).
 * The closed form (eq. 2): ``f`` as TWIRLS-base's, then one dense product of the cached
   ``(I + λL)⁻¹`` with ``[f_1 … f_K]``: the inverse is read once for all seeds (Cora, one core:
   7 columns 6.8 ms, 70 columns 8.9 ms). The training forward, and the evaluation forward of
@@ -47,9 +51,9 @@ from dataclasses import replace
 import torch
 from torch import Tensor, nn
 
-from twirls.models.baselines import APPNP, DAGNN, GCN, MLP, SGC, JKNet
+from twirls.models.baselines import APPNP, DAGNN, GCN, GCNII, MLP, SGC, JKNet
 from twirls.models.baselines.appnp import _scaled
-from twirls.models.baselines.gcnii import sparse_copy
+from twirls.models.baselines.gcnii import residual_adjacency, sparse_copy
 from twirls.models.baselines.sgc import sgc_features
 from twirls.models.closed_form import TWIRLSClosedForm
 from twirls.models.graph_ops import GraphOps, SparseMatrix
@@ -93,6 +97,11 @@ class Batched(nn.Module):
     def seed_state(self, k: int) -> dict[str, Tensor]:
         """Seed ``k``'s weights as the unbatched model's ``state_dict``."""
         return self.p.seed_state(k)
+
+    def param_groups(self, weight_decay: float) -> list[dict]:
+        """The optimizer's parameter groups, as the unbatched model's ``param_groups`` (one
+        group with ``weight_decay`` unless the model has several weight-decay groups)."""
+        return [{"params": list(self.parameters()), "weight_decay": weight_decay}]
 
     def keep_seeds(self, index: Tensor) -> list[tuple[nn.Parameter, nn.Parameter]]:
         """Only the seeds at positions ``index`` from now on (:meth:`Stacked.keep`)."""
@@ -335,6 +344,39 @@ class BatchedDAGNN(Batched):
         return from_wide(out, self.num)
 
 
+class BatchedGCNII(Batched):
+    """GCNII: ``H⁽⁰⁾ = ReLU(X W_in + b_in)`` on every seed (bag-of-words ``x`` through the CSR
+    copy its unbatched model caches, so input dropout draws the same entries), then per layer
+    ``S = (1-α) Â dropout(H) + α H⁽⁰⁾`` on ``[H_1 … H_K]`` (one sparse product for all seeds)
+    and ``H ← ReLU((1-β_l) S_k + β_l S_k W_k)`` (one ``baddbmm``), and the output layer."""
+
+    def forward(self, ops: GraphOps, x: Tensor, masks: Masks | None = None) -> Tensor:
+        m, p = self.template, self.p
+        xs = sparse_copy(ops, x)
+        h0 = torch.relu(linear(dropout(x if xs is None else xs, m.dropout, masks),
+                               p["lin_in.weight"], p["lin_in.bias"]))
+        alpha = m.convs[0].alpha  # every layer's (GCNIIConfig.alpha; layers >= 1)
+        adj, teleport = residual_adjacency(ops, alpha), to_wide(h0) * alpha
+        h = h0
+        for layer, conv in enumerate(m.convs):
+            s = from_wide(adj.addmm(teleport, to_wide(dropout(h, m.dropout, masks))),
+                          self.num)
+            # Stacked keeps W_l transposed: (K, hidden, hidden) holds W_lᵀ
+            weight = p[f"convs.{layer}.weight"].transpose(1, 2)
+            h = torch.relu(torch.baddbmm(s, s, weight, beta=1.0 - conv.beta, alpha=conv.beta))
+        out = narrow_linear(dropout(h, m.dropout, masks), p["lin_out.weight"])
+        return out + p["lin_out.bias"].unsqueeze(1)
+
+    def param_groups(self, weight_decay: float) -> list[dict]:
+        """:meth:`GCNII.param_groups`: the convolutions with ``conv_weight_decay``, the
+        input and output layers with ``weight_decay``."""
+        convs = [name.startswith("convs.") for name in self.p.names]
+        return [{"params": [q for q, c in zip(self.p.params, convs, strict=True) if c],
+                 "weight_decay": self.template.conv_weight_decay},
+                {"params": [q for q, c in zip(self.p.params, convs, strict=True) if not c],
+                 "weight_decay": weight_decay}]
+
+
 class BatchedAPPNP(Batched):
     def __init__(self, models: Sequence[APPNP]) -> None:
         _no_norms(models[0].mlp)
@@ -380,7 +422,7 @@ class BatchedClosedForm(Batched):
 BATCHED: dict[type, type[Batched]] = {TWIRLS: BatchedTWIRLS, MLP: BatchedMLP, SGC: BatchedSGC,
                                       GCN: BatchedGCN, APPNP: BatchedAPPNP,
                                       TWIRLSClosedForm: BatchedClosedForm, JKNet: BatchedJKNet,
-                                      DAGNN: BatchedDAGNN}
+                                      DAGNN: BatchedDAGNN, GCNII: BatchedGCNII}
 
 
 def stack_models(models: Sequence[nn.Module]) -> Batched:

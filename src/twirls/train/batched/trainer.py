@@ -150,10 +150,12 @@ def batch_scores(net: Batched, ops: GraphOps, x: Tensor | None, labels: Tensor,
 
 
 def make_optimizer(net: Batched, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """Adam with L2 weight decay over the stacked parameters, as ``train_run``'s, fused: one
-    pass over memory a step instead of ~10 (the same update up to rounding)."""
-    return torch.optim.Adam(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay,
-                            fused=True)
+    """Adam with L2 weight decay over the stacked parameters, as ``train_run``'s
+    (:func:`~twirls.train.loop.run_optimizer`, the model's weight-decay groups included:
+    :meth:`Batched.param_groups`), fused: one pass over memory a step instead of ~10 (the same
+    update up to rounding)."""
+    return torch.optim.Adam(net.param_groups(cfg.weight_decay), lr=cfg.lr,
+                            weight_decay=cfg.weight_decay, fused=True)
 
 
 def stacked_model(build_model: Callable[[], nn.Module], seeds: Sequence[int],
