@@ -23,8 +23,9 @@ process whose time limit is what is left of ``--deadline`` (at most its own cap)
    fetched data in ``data/raw``, their scores beside the committed CPU ones and the speed-up
    per run: ``DIR/gpu-stages.json``;
 5. ``batched``: ``python -m twirls.bench.batched_seeds --device cuda``: seconds per seed of 1,
-   10 and 100 seeds of TWIRLS-base and GCN on Cora and TWIRLS with attention on attacked Cora,
-   one seed after the other against all seeds in one batched model (issue 28):
+   10 and 100 seeds of TWIRLS-base, GCN and GCNII on Cora and TWIRLS with attention on
+   attacked Cora, one seed after the other against all seeds in one batched model (issue 28;
+   GCNII last, as the step's cap may cut it off):
    ``DIR/batched-seeds-gpu.json``;
 6. ``rehearsal``: ``python -m twirls.rehearsal.run --deadline <what is left>`` on the full-size
    generated files, the stages in :data:`PRIORITY` order (the ogbn-arxiv stages first: on a
@@ -80,7 +81,7 @@ FILES = {"tests": ("gpu-tests.json", "gpu-tests.xml"), "bench": ("gpu.json",), "
          "rehearsal": ("rehearsal-gpu.json",)}
 #: the batched step's configurations and seed counts (--quick: a smoke test of the step)
 BATCHED_ARGS = ["--configs", "cora-twirls-base-k2", "table4-twirls:nettack-cora", "cora-gcn",
-                "--seeds", "1", "10", "100", "--max-today-s", "30"]
+                "cora-gcnii", "--seeds", "1", "10", "100", "--max-today-s", "30"]
 BATCHED_QUICK = ["--configs", "cora-gcn", "--seeds", "1", "2"]
 RECORD, LOG = "gpu-session.json", "gpu-session.log"
 
