@@ -764,8 +764,9 @@ def test_the_stages_row_operator_reaches_the_trainer():
 
 def test_an_entrys_own_batch_wins_over_train_batch():
     """A train entry's ``batch`` (next to its ``seeds``) decides how its seeds train, else
-    ``train.batch``: the committed GCNII entries train one run a seed (as their committed runs
-    were made), the other Planetoid entries ``train.batch`` at a time."""
+    ``train.batch``: Citeseer's and Pubmed's GCNII entries train one run a seed (batching does
+    not pay there on a CPU), the other Planetoid entries, Cora's GCNII too, ``train.batch`` and
+    ``train.seeds``."""
     from twirls.params import read_all
     from twirls.stages.train import seeds_and_batch
 
@@ -773,7 +774,9 @@ def test_an_entrys_own_batch_wins_over_train_batch():
     train = params["train"]
     assert seeds_and_batch({}, train) == (train["seeds"], train["batch"])
     assert seeds_and_batch({"seeds": 7, "batch": 3}, train) == (7, 3)
-    assert seeds_and_batch(params["table2"]["cora-gcnii"], train)[1] == 1
+    assert seeds_and_batch(params["table2"]["citeseer-gcnii"], train) == (10, 1)
+    assert seeds_and_batch(params["table2"]["cora-gcnii"], train) == (train["seeds"],
+                                                                      train["batch"])
     assert seeds_and_batch(params["table2"]["cora-gcn"], train)[1] == train["batch"] > 1
 
 
