@@ -39,7 +39,7 @@ def test_dag_shows_the_stages(repo):
     for stage in ("check-params", "fetch@cora", "fetch@pubmed", "table5", "table3@texas-twirls",
                   "table4@nettack-cora-fast-gcn-jaccard", "table4-twirls@nettack-cora",
                   "table4-twirls-extra@nettack-cora",
-                  "table9@nettack-cora", "report"):
+                  "table8-extra@table8-paper-k1", "table9@nettack-cora", "report"):
         assert stage in dag
 
 
@@ -73,6 +73,8 @@ def test_results_and_index(repo):
     assert bench.loc[("pubmed", "GCN"), "status"] == "no-data"
     het = results[results.table == "table3"].set_index(["dataset", "model"])
     assert het.loc[("texas", "TWIRLS"), "runs"] == 10  # one run on each of the ten splits
+    extra = results[results.table == "table8-paper-k1"]  # stage table8-extra@table8-paper-k1
+    assert extra["runs"].tolist() == [2] and 0 < extra["mean"].iloc[0] <= 100
 
 
 def test_every_experiment_stage_writes_the_runs_behind_its_cells(repo):
@@ -101,7 +103,7 @@ def test_every_experiment_stage_writes_the_runs_behind_its_cells(repo):
         if rows:
             kinds.add(cells_file.parent.name if cells_file.parent.name != "results"
                       else cells_file.stem)
-    assert {"table2", "table3", "table8", "chains", "table11"} <= kinds, kinds
+    assert {"table2", "table3", "table8", "table8-extra", "chains", "table11"} <= kinds, kinds
 
 
 def test_sweep_draws_its_figure(repo):

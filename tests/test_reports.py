@@ -371,3 +371,27 @@ def test_the_report_shows_where_each_table_comes_from(tmp_path):
     assert not any("../reports/" in line for line in lines)
     write_index(build_results([], read_paper()), tmp_path, set(), sources_section=lines)
     assert table4 in (tmp_path / "README.md").read_text()
+
+
+def test_the_report_reads_the_results_file_of_every_stage_in_dvc_yaml():
+    """``stage_outputs`` (the report's list, never a glob) names exactly the ``results/*.json``
+    that ``dvc.yaml``'s stages write, ``table8-extra@…`` included: a stage whose cells the
+    report never read would be a table missing from it."""
+    from dvc.dvcfile import PROJECT_FILE, ProjectFile
+    from dvc.repo import Repo
+
+    from twirls.params import read_all
+    from twirls.reports.stage_outputs import results_files
+
+    repo_root = Path(__file__).resolve().parents[1]
+    with Repo(str(repo_root)) as repo:
+        dvcfile = ProjectFile(repo, repo.fs.join(repo.root_dir, PROJECT_FILE))
+        outs = {str(Path(out.def_path)) for stage in dvcfile.stages.values()
+                for out in stage.outs if out.def_path.startswith("results/")
+                and out.def_path.endswith(".json")}
+    params = read_all(repo_root)
+    listed = {str(p) for p in results_files(params)} | set(params["report"]["cells"])
+    not_cells = {o for o in outs  # no table's cells: the params check, the energy curves
+                 if o == "results/params-check.json" or o.startswith("results/energy/")}
+    assert listed == outs - not_cells
+    assert "results/table8-extra/table8-paper-k1.json" in listed

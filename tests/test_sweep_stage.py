@@ -185,3 +185,37 @@ def test_a_curve_with_its_own_seeds_runs_that_many_per_point(tmp_path, monkeypat
     assert per_point == {("cells", 1): [0, 1, 2], ("cells", 2): [0, 1, 2], ("other", 1): [0]}
     cells = json.loads((tmp_path / "results" / "s.json").read_text())
     assert [(c["table"], c["runs"]) for c in cells] == [("s", 3), ("s", 3), ("s-other", 1)]
+
+
+def test_an_extra_curve_runs_in_its_own_stage_and_files(tmp_path, monkeypatch, capsys):
+    """``--extra <table>`` (stage ``<sweep>-extra@<table>``, e.g. ``table8-extra@table8-paper-k2``):
+    the params of that stage (its one curve), its runs and cells under ``results/<sweep>-extra/``,
+    no figure; a curve of another table is one clear message."""
+    from twirls.stages import sweep as stage
+
+    write_planetoid(fetched(tmp_path, "cora"), "cora", num_features=20, num_unlabelled=600,
+                    num_test=300)
+    curve = {"model": "twirls", "table": "s-other", "grid": {"steps": [1, 2]},
+             "train_cfg": {"epochs": 2, "lr": 0.05},
+             "model_cfg": {"steps": 1, "lam": 1.0, "alpha": 1.0, "mlp_before": 1}}
+    params = {"s": {"dataset": "cora", "split": "public", "seeds": 2, "batch": 1,
+                    "curves": {"other": curve}},
+              "threads": 1, "jobs": 1, "budget_hours": 12, "device": "cpu"}
+    opened = []
+    monkeypatch.setattr(stage, "open_stage", lambda name: opened.append(name) or params)
+    monkeypatch.chdir(tmp_path)
+    assert stage.main(["s", "--extra", "s-other", "--raw", str(tmp_path / "raw")]) == 0
+    assert opened == ["s-extra@s-other"]
+    rows = pd.read_csv(tmp_path / "results" / "s-extra" / "s-other.csv", keep_default_na=False)
+    assert set(rows["table"]) == {"s-other"} and len(rows) == 4
+    cells = json.loads((tmp_path / "results" / "s-extra" / "s-other.json").read_text())
+    assert [(c["table"], c["runs"]) for c in cells] == [("s-other", 2), ("s-other", 2)]
+    points = json.loads((tmp_path / "metrics" / "s-extra" / "s-other.json").read_text())
+    assert sorted(points["points"]["other"]) == ["steps=1", "steps=2"]
+    assert not (tmp_path / "results" / "s.json").exists()
+    assert not (tmp_path / "reports" / "figures").exists()
+    capsys.readouterr()
+    assert stage.main(["s", "--extra", "s-wrong", "--raw", str(tmp_path / "raw")]) == 1
+    err = capsys.readouterr().err
+    assert "s.curves.other: its table is 's-other', not 's-wrong' (--extra)" in err
+    assert "Traceback" not in err and err.count("\n") == 1

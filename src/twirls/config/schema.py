@@ -235,14 +235,16 @@ def check_table9(path: str, t9: Any) -> None:
 def check_sweep(path: str, sweep: Any) -> None:
     sweep = mapping(path, sweep)
     keys(path, sweep, ("dataset", "split", "table", "label", "note", "seeds", "batch",
-                       "row_operator", "curves", "figure", "data_grid"))
-    choose(f"{path}.dataset", sweep.get("dataset"), _datasets(), "dataset")
-    check_seeds(f"{path}.seeds", sweep.get("seeds"))  # a sweep sets its own (and its batch)
+                       "row_operator", "curves", "extras", "figure", "data_grid"))
+    if "dataset" in sweep:  # a stage declares the keys it reads (the report: `extras` alone)
+        choose(f"{path}.dataset", sweep["dataset"], _datasets(), "dataset")
+    if "seeds" in sweep:  # a sweep sets its own (and its batch)
+        check_seeds(f"{path}.seeds", sweep["seeds"])
     if "batch" in sweep:
         check_batch(f"{path}.batch", sweep["batch"])
     if "row_operator" in sweep:
         check_flag(f"{path}.row_operator", sweep["row_operator"])
-    curves = mapping(f"{path}.curves", sweep.get("curves"))
+    curves = mapping(f"{path}.curves", sweep.get("curves", {}))
     for name, curve in curves.items():
         where = f"{path}.curves.{name}"
         curve = mapping(where, curve)
@@ -259,6 +261,13 @@ def check_sweep(path: str, sweep: Any) -> None:
     for key, values in mapping(f"{path}.data_grid", sweep.get("data_grid", {})).items():
         if not isinstance(values, list) or not values:
             fail(f"{path}.data_grid.{key}", values, "expected a non-empty list of values")
+    for table, curve in mapping(f"{path}.extras", sweep.get("extras", {})).items():
+        where = f"{path}.extras.{table}"
+        if curves:  # the stage that reads the curve too (check-params: the whole file)
+            choose(where, curve, tuple(curves), "curve")
+            if curves[curve].get("table") != table:
+                fail(where, curve, f"expected a curve whose `table` is {table!r} (its stage "
+                                   f"writes results/{path}-extra/{table}.json)")
 
 
 def check_timing(path: str, cfg: Any) -> None:

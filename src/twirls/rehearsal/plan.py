@@ -56,6 +56,8 @@ class StagePlan:
         runs_per_epoch: training runs per budget epoch in the rehearsal (seeds x grid points;
             ``cws``: one per model).
         full: the real run: ``epochs``, ``seeds``, ``grid_points``, ``runs`` (None: no epochs).
+        extra: for a sweep curve of the sweep's ``extras``, its table: the curve runs in stage
+            ``<group>-extra@<table>`` (``table8-extra@table8-paper-k2``).
     """
 
     stage: str
@@ -64,6 +66,7 @@ class StagePlan:
     dataset: str
     runs_per_epoch: int = 1
     full: dict[str, Any] = field(default_factory=dict)
+    extra: str = ""
 
     @property
     def group(self) -> str:
@@ -82,7 +85,8 @@ class StagePlan:
             return ["twirls.stages.train", self.group, self.name, *save, "--raw", raw,
                     "--out", out]
         if self.kind == "sweep":  # writes results/, metrics/, reports/figures/ under its cwd
-            return ["twirls.stages.sweep", self.group, "--raw", raw]
+            extra = ["--extra", self.extra] if self.extra else []  # stage <group>-extra@<table>
+            return ["twirls.stages.sweep", self.group, *extra, "--raw", raw]
         if self.kind == "timing":
             return ["twirls.stages.table11", "--raw", raw, "--out", out]
         if self.kind == "cws":
@@ -153,6 +157,7 @@ def sweep_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePl
             continue
         data_points = _grid_size(sweep.get("data_grid"))
         seeds = int(sweep.get("seeds", default_seeds))
+        extras = {curve: table for table, curve in (sweep.get("extras") or {}).items()}
         for curve, spec in sweep["curves"].items():
             model_points = _grid_size(spec.get("grid"))
             points = data_points * model_points
@@ -163,7 +168,8 @@ def sweep_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePl
                 "epochs": epochs, "seeds": count, "grid_points": points,
                 "runs": count * points,
                 "note": f"curve {curve} alone: {data_points} data point(s) x {model_points} "
-                        "model point(s); measured on the first data point"}))
+                        "model point(s); measured on the first data point"},
+                                 extra=extras.get(curve, "")))
     return out
 
 

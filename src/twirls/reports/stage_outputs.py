@@ -13,7 +13,8 @@ from twirls.stages.skeleton import StageOutputs
 
 def stage_outputs(params: dict[str, Any]) -> dict[str, list[StageOutputs]]:
     """Stage family (as ``dvc dag`` names it, e.g. ``"table4-twirls@…"``) -> the outputs of each
-    of its stages, for the groups present in ``params``; the sweeps and ``table11`` always."""
+    of its stages, for the groups present in ``params``; the sweeps and ``table11`` always (a
+    sweep's extra tables when ``params`` has its ``extras``)."""
     out: dict[str, list[StageOutputs]] = {}
     for group in (*TRAIN_GROUPS, *ATTACKED_GROUPS):
         if group in params:
@@ -31,6 +32,9 @@ def stage_outputs(params: dict[str, Any]) -> dict[str, list[StageOutputs]]:
         out["table9@…"] = [StageOutputs("table9", d) for d in t9["datasets"]]
     for group in SWEEP_GROUPS:
         out[group] = [StageOutputs(group)]
+        extras = (params.get(group) or {}).get("extras") or {}
+        if extras:  # the curves run by stages of their own (one per extra table)
+            out[f"{group}-extra@…"] = [StageOutputs(f"{group}-extra", t) for t in extras]
     out["table11"] = [StageOutputs("table11")]
     return out
 

@@ -26,9 +26,15 @@ The sweep is the group of the same name in ``params.yaml``::
                                                # Chains' length) or `split` (Amazon's label
                                                # ratio), crossed with every curve
 
-Writes ``results/<name>.csv`` (every run, one row each: :mod:`twirls.cells`; the
-figure's data), ``results/<name>.json`` (cells), ``metrics/<name>.json`` (all points) and
-``reports/figures/<name>.png``. A curve without ``grid`` is drawn as a horizontal line (e.g. the
+      extras: {<table>: <curve>}               # optional: curves run by stages of their own
+
+Stage ``<name>`` runs the curves it declares in ``dvc.yaml`` and writes ``results/<name>.csv``
+(every run, one row each: :mod:`twirls.cells`; the figure's data), ``results/<name>.json``
+(cells), ``metrics/<name>.json`` (all points) and ``reports/figures/<name>.png``. A curve named
+in ``extras`` (an extra table, e.g. Table 8 with the paper's equations) runs in stage
+``<name>-extra@<table>`` instead (``--extra <table>``), which writes
+``results/<name>-extra/<table>.{csv,json}`` and ``metrics/<name>-extra/<table>.json`` and no
+figure: one curve's seeds or hyperparameters then rerun that curve alone. A curve without ``grid`` is drawn as a horizontal line (e.g. the
 closed-form solution). Grid and data-grid keys together name a point (label, figure axis).
 Before the runs start, one epoch of each configuration is timed (:mod:`twirls.stages.budget`):
 over ``budget_hours`` the stage runs nothing and its cells and figure say why. With ``batch``
@@ -88,11 +94,19 @@ def point_means(points: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("group", help="the sweep's params group, e.g. table8")
+    parser.add_argument("--extra", metavar="TABLE",
+                        help="run the curve of the sweep's `extras` that fills TABLE")
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))
     args = parser.parse_args(argv)
     name = args.group
-    params = open_stage(name)
+    params = open_stage(f"{name}-extra@{args.extra}" if args.extra else name)
     sweep = params[name]
+    if args.extra:  # the stage declares that curve alone
+        for curve, spec in sweep["curves"].items():
+            if spec.get("table") != args.extra:
+                raise ValueError(f"{name}.curves.{curve}: its table is "
+                                 f"{spec.get('table')!r}, not {args.extra!r} (--extra)")
+    outputs = StageOutputs(f"{name}-extra", args.extra) if args.extra else StageOutputs(name)
     seeds, batch = int(sweep["seeds"]), int(sweep.get("batch", 1))
     row_operator = bool(sweep.get("row_operator", False))
     for curve, spec in sweep["curves"].items():
@@ -174,13 +188,14 @@ def main(argv: list[str] | None = None) -> int:
                               std, len(result.runs), note=sweep.get("note", ""),
                               extra={"grid": point,
                                      "rows": {**selector(identity, grid), "split": split}}))
-    StageOutputs(name).write(cells, {
+    outputs.write(cells, {
         "status": "ok" if not reason else "no-data",
         **({"reason": reason} if reason else {"device": ", ".join(
             sorted({str(d) for d in devices.values()}))}),
         "points": point_means(points)}, rows)
-    plot_sweep(name, sweep, points, Path("reports/figures") / f"{name}.png", reason, metric,
-               paper=paper_points(name, sweep, read_paper()))
+    if not args.extra:
+        plot_sweep(name, sweep, points, Path("reports/figures") / f"{name}.png", reason, metric,
+                   paper=paper_points(name, sweep, read_paper()))
     return 0
 
 
