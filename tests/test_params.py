@@ -125,7 +125,8 @@ def with_value(path: str, value) -> dict:
 
 
 @needs("dvc", "DVC resolves the stages of dvc.yaml")
-@pytest.mark.parametrize("stage", ["report", "table4-twirls@nettack-cora", "table8"])
+@pytest.mark.parametrize("stage", ["report", "table4-twirls@nettack-cora", "table8",
+                                   "table8-extra@table8-paper-k1"])
 def test_a_stage_reads_exactly_what_dvc_params_show_gives_it(stage, monkeypatch):
     """``load_params`` reads a stage's declared params through DVC without building the whole
     index: the same nested values as ``dvc.api.params_show(stages=[stage])``."""
@@ -215,6 +216,11 @@ def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):
     ("table8.curves.TWIRLS-base.grid.steps", [], "expected a non-empty list of values"),
     ("table8.curves.TWIRLS-base.seeds", 0, "table8.curves.TWIRLS-base.seeds = 0: expected an "
                                            "integer >= 1"),
+    ("table8.extras.table8-paper-k2", "paper eqs K=3",
+     "table8.extras.table8-paper-k2 = 'paper eqs K=3': unknown curve (did you mean 'paper eqs "
+     "K=2'?)"),
+    ("table8.extras.table8-paper-k2", "paper eqs K=1", "expected a curve whose `table` is "
+     "'table8-paper-k2' (its stage writes results/table8-extra/table8-paper-k2.json)"),
     ("table11.graph", "arxiv", "table11.graph = 'arxiv': unknown graph"),
     ("table5.datasets", ["cora", "citeser"], "unknown dataset (did you mean 'citeseer'?)"),
     ("tabel2", {}, "tabel2 = 'tabel2': unknown top-level key (did you mean 'table2'?)"),

@@ -29,7 +29,7 @@ from twirls.rehearsal import generate as gen
 from twirls.rehearsal.estimate import stage_record
 from twirls.rehearsal.graphs import scaled
 from twirls.rehearsal.measure import run_measured
-from twirls.rehearsal.plan import StagePlan, all_plans, select
+from twirls.rehearsal.plan import StagePlan, all_plans, select, sweep_plans
 from twirls.rehearsal.run import check_out_path, child_env, make_workspace
 from twirls.rehearsal.run import main as rehearsal_main
 from twirls.rehearsal.sizes import AMAZON, ARXIV, PKU, PUBMED
@@ -180,6 +180,11 @@ def test_budget_params_change_only_the_budget():
         f"figure3[{c}]" for c in curves} <= set(plans)
     assert not [s for s in plans if s.startswith(("train@", "sweep@", "timing", "datasets"))]
     assert plans["figure3[IGNN]"].argv("RAW", "OUT")[:2] == ["twirls.stages.sweep", "figure3"]
+    table8 = {p.stage: p for p in sweep_plans(real, ("citeseer",))}  # an extra curve: its stage
+    assert table8["table8[paper eqs K=2]"].argv("RAW", "OUT") == [
+        "twirls.stages.sweep", "table8", "--extra", "table8-paper-k2", "--raw", "RAW"]
+    assert table8["table8[TWIRLS-base]"].argv("RAW", "OUT") == [
+        "twirls.stages.sweep", "table8", "--raw", "RAW"]
     assert plans["table2@ogbn-arxiv-gcn"].argv("RAW", "OUT")[:3] == [
         "twirls.stages.train", "table2", "ogbn-arxiv-gcn"]
     plan = plans["table2@ogbn-arxiv-gcn"]

@@ -29,21 +29,21 @@ The sweep is the group of the same name in ``params.yaml``::
       extras: {<table>: <curve>}               # optional: curves run by stages of their own
 
 Stage ``<name>`` runs the curves it declares in ``dvc.yaml`` and writes ``results/<name>.csv``
-(every run, one row each: :mod:`twirls.cells`; the figure's data), ``results/<name>.json``
-(cells), ``metrics/<name>.json`` (all points) and ``reports/figures/<name>.png``. A curve named
-in ``extras`` (an extra table, e.g. Table 8 with the paper's equations) runs in stage
-``<name>-extra@<table>`` instead (``--extra <table>``), which writes
-``results/<name>-extra/<table>.{csv,json}`` and ``metrics/<name>-extra/<table>.json`` and no
-figure: one curve's seeds or hyperparameters then rerun that curve alone. A curve without ``grid`` is drawn as a horizontal line (e.g. the
-closed-form solution). Grid and data-grid keys together name a point (label, figure axis).
-Before the runs start, one epoch of each configuration is timed (:mod:`twirls.stages.budget`):
-over ``budget_hours`` the stage runs nothing and its cells and figure say why. With ``batch``
-above 1, each point's seeds train that many at a time as one batched model where the model
-allows it (:func:`twirls.train.experiment.seed_runs`; the same protocol, other dropout
-masks); ``row_operator: true`` computes TWIRLS-base's training forward on the training nodes
-alone by one dense product, SGC's from those nodes' features, the closed form's from those
-rows of its inverse (and its evaluation forward from the scored nodes' rows)
-(:class:`twirls.train.batched.BatchConfig`; other rounding).
+(every run, one row each: :mod:`twirls.cells`; the figure's data), ``results/<name>.json`` (cells),
+``metrics/<name>.json`` (all points) and ``reports/figures/<name>.png``. A curve named in ``extras``
+(an extra table, e.g. Table 8 with the paper's equations) runs in stage ``<name>-extra@<table>``
+instead (``--extra <table>``), which writes ``results/<name>-extra/<table>.{csv,json}`` and
+``metrics/<name>-extra/<table>.json`` and no figure: one curve's seeds or hyperparameters then rerun
+that curve alone. A curve without ``grid`` is drawn as a horizontal line (e.g. the closed-form
+solution). Grid and data-grid keys together name a point (label, figure axis). Before the runs
+start, one epoch of each configuration is timed (:mod:`twirls.stages.budget`): over ``budget_hours``
+the stage runs nothing and its cells and figure say why. With ``batch`` above 1, each point's seeds
+train that many at a time as one batched model where the model allows it
+(:func:`twirls.train.experiment.seed_runs`; the same protocol, other dropout masks); ``row_operator:
+true`` computes TWIRLS-base's training forward on the training nodes alone by one dense product,
+SGC's from those nodes' features, the closed form's from those rows of its inverse (and its
+evaluation forward from the scored nodes' rows) (:class:`twirls.train.batched.BatchConfig`; other
+rounding).
 """
 
 from __future__ import annotations
