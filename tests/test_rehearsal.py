@@ -181,7 +181,7 @@ def test_budget_params_change_only_the_budget():
     assert not [s for s in plans if s.startswith(("train@", "sweep@", "timing", "datasets"))]
     assert plans["figure3[IGNN]"].argv("RAW", "OUT")[:2] == ["twirls.stages.sweep", "figure3"]
     table8 = {p.stage: p for p in sweep_plans(real, ("citeseer",))}  # an extra curve: its stage
-    assert table8["table8[paper eqs K=2]"].argv("RAW", "OUT") == [
+    assert table8["table8[paper-k2]"].argv("RAW", "OUT") == [
         "twirls.stages.sweep", "table8", "--extra", "table8-paper-k2", "--raw", "RAW"]
     assert table8["table8[TWIRLS-base]"].argv("RAW", "OUT") == [
         "twirls.stages.sweep", "table8", "--raw", "RAW"]
