@@ -767,8 +767,8 @@ def test_an_entrys_own_batch_wins_over_train_batch():
     ``train.batch``: Citeseer's and Pubmed's GCNII entries train one run a seed (batching does
     not pay there on a CPU), the other Planetoid entries, Cora's GCNII too, ``train.batch`` and
     ``train.seeds``."""
+    from twirls.config.entries import seeds_and_batch
     from twirls.params import read_all
-    from twirls.stages.train import seeds_and_batch
 
     params = read_all()
     train = params["train"]

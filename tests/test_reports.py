@@ -376,22 +376,27 @@ def test_the_report_shows_where_each_table_comes_from(tmp_path):
 def test_the_report_reads_the_results_file_of_every_stage_in_dvc_yaml():
     """``stage_outputs`` (the report's list, never a glob) names exactly the ``results/*.json``
     that ``dvc.yaml``'s stages write, ``table8-extra@…`` included: a stage whose cells the
-    report never read would be a table missing from it."""
+    report never read would be a table missing from it; and each entry names (``.stage``) the
+    stage that writes its files."""
     from dvc.dvcfile import PROJECT_FILE, ProjectFile
     from dvc.repo import Repo
 
     from twirls.params import read_all
-    from twirls.reports.stage_outputs import results_files
+    from twirls.reports.stage_outputs import results_files, stage_outputs
 
     repo_root = Path(__file__).resolve().parents[1]
     with Repo(str(repo_root)) as repo:
         dvcfile = ProjectFile(repo, repo.fs.join(repo.root_dir, PROJECT_FILE))
-        outs = {str(Path(out.def_path)) for stage in dvcfile.stages.values()
-                for out in stage.outs if out.def_path.startswith("results/")
-                and out.def_path.endswith(".json")}
+        writer = {str(Path(out.def_path)): name for name, stage in dvcfile.stages.items()
+                  for out in stage.outs}
+    outs = {o for o in writer if o.startswith("results/") and o.endswith(".json")}
     params = read_all(repo_root)
     listed = {str(p) for p in results_files(params)} | set(params["report"]["cells"])
     not_cells = {o for o in outs  # no table's cells: the params check, the energy curves
                  if o == "results/params-check.json" or o.startswith("results/energy/")}
     assert listed == outs - not_cells
     assert "results/table8-extra/table8-paper-k1.json" in listed
+    # and each StageOutputs names the stage that writes its files
+    for family, stages in stage_outputs(params).items():
+        for outputs in stages:
+            assert writer[str(outputs.results)] == outputs.stage, family

@@ -28,6 +28,14 @@ def train_entry(entry: dict[str, Any]) -> dict[str, Any]:
     return with_dataset_defaults(entry)
 
 
+def seeds_and_batch(exp: dict[str, Any], train: dict[str, Any]) -> tuple[int, int]:
+    """A train-kind entry's (:func:`train_entry`) seeds and the seeds a batched model trains at
+    a time: its own ``seeds`` and ``batch``, else ``train.seeds`` and ``train.batch``
+    (``train``: ``params["train"]``)."""
+    return (int(exp.get("seeds", train["seeds"])),
+            int(exp.get("batch", train.get("batch", 1))))
+
+
 def curve_seeds(spec: dict[str, Any], seeds: int) -> int:
     """Runs per point of one curve of a sweep group: the curve's own ``seeds``, else the
     sweep's ``seeds``."""

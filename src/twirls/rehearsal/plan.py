@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from twirls.config.entries import curve_seeds, train_entry
+from twirls.config.entries import curve_seeds, seeds_and_batch, train_entry
 from twirls.config.schema import MODEL_GROUPS, SWEEP_GROUPS, TRAIN_GROUPS
 
 #: datasets the rehearsal generates (twirls.rehearsal.generate.WRITERS)
@@ -131,13 +131,12 @@ def _grid_size(grid: dict[str, list] | None) -> int:
 def train_plans(real: dict[str, Any], datasets: tuple[str, ...]) -> list[StagePlan]:
     """``<group>@<name>`` of every train-kind group's entry on one of ``datasets``."""
     out = []
-    default_seeds = int(real["train"]["seeds"])
     for group in TRAIN_GROUPS:
         for name, entry in (real.get(group) or {}).items():
             exp = train_entry(entry)  # seeds: the entry's, else its dataset's, else train.seeds
             if exp["dataset"] not in datasets:
                 continue
-            seeds = int(exp.get("seeds", default_seeds))
+            seeds, _ = seeds_and_batch(exp, real["train"])
             train_cfg = exp.get("train_cfg") or {}
             out.append(StagePlan(f"{group}@{name}", "train", name, exp["dataset"], 1, {
                 "epochs": int(train_cfg.get("epochs", 500)), "seeds": seeds, "grid_points": 1,

@@ -34,7 +34,8 @@ def stage_outputs(params: dict[str, Any]) -> dict[str, list[StageOutputs]]:
         out[group] = [StageOutputs(group)]
         extras = (params.get(group) or {}).get("extras") or {}
         if extras:  # the curves run by stages of their own (one per extra table)
-            out[f"{group}-extra@…"] = [StageOutputs(f"{group}-extra", t) for t in extras]
+            stages = [StageOutputs.extra(group, table) for table in extras]
+            out[f"{stages[0].group}@…"] = stages
     out["table11"] = [StageOutputs("table11")]
     return out
 

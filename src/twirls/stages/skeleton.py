@@ -37,6 +37,17 @@ class StageOutputs:
     name: str = ""
     root: Path = Path(".")
 
+    @classmethod
+    def extra(cls, group: str, table: str) -> StageOutputs:
+        """Stage ``<group>-extra@<table>``: the curve of sweep ``group`` that fills the extra
+        table ``table`` (the sweep's ``extras``)."""
+        return cls(f"{group}-extra", table)
+
+    @property
+    def stage(self) -> str:
+        """The stage's name in ``dvc.yaml``: ``<group>@<name>``, or ``<group>``."""
+        return f"{self.group}@{self.name}" if self.name else self.group
+
     def path(self, kind: str, suffix: str) -> Path:
         if self.name:
             return self.root / kind / self.group / f"{self.name}{suffix}"

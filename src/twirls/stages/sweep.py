@@ -99,14 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))
     args = parser.parse_args(argv)
     name = args.group
-    params = open_stage(f"{name}-extra@{args.extra}" if args.extra else name)
+    outputs = StageOutputs.extra(name, args.extra) if args.extra else StageOutputs(name)
+    params = open_stage(outputs.stage)
     sweep = params[name]
     if args.extra:  # the stage declares that curve alone
         for curve, spec in sweep["curves"].items():
             if spec.get("table") != args.extra:
                 raise ValueError(f"{name}.curves.{curve}: its table is "
                                  f"{spec.get('table')!r}, not {args.extra!r} (--extra)")
-    outputs = StageOutputs(f"{name}-extra", args.extra) if args.extra else StageOutputs(name)
     seeds, batch = int(sweep["seeds"]), int(sweep.get("batch", 1))
     row_operator = bool(sweep.get("row_operator", False))
     for curve, spec in sweep["curves"].items():

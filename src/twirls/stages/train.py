@@ -28,9 +28,8 @@ estimate on its device exceeds ``budget_hours`` runs nothing, says so, and its c
 from __future__ import annotations
 
 import sys
-from typing import Any
 
-from twirls.config.entries import train_entry
+from twirls.config.entries import seeds_and_batch, train_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.stages.budget import OverBudget, check_budget
 from twirls.stages.skeleton import StageOutputs, entry, open_stage, raw_out_parser
@@ -45,13 +44,6 @@ from twirls.train.experiment import (
     selected_splits,
 )
 from twirls.train.parallel import resolve_jobs
-
-
-def seeds_and_batch(exp: dict[str, Any], train: dict[str, Any]) -> tuple[int, int]:
-    """An entry's seeds and the seeds a batched model trains at a time: its own ``seeds`` and
-    ``batch``, else ``train.seeds`` and ``train.batch`` (``train``: ``params["train"]``)."""
-    return (int(exp.get("seeds", train["seeds"])),
-            int(exp.get("batch", train.get("batch", 1))))
 
 
 @entry

@@ -370,11 +370,11 @@ class BatchedGCNII(Batched):
     def param_groups(self, weight_decay: float) -> list[dict]:
         """:meth:`GCNII.param_groups`: the convolutions with ``conv_weight_decay``, the
         input and output layers with ``weight_decay``."""
-        convs = [name.startswith("convs.") for name in self.p.names]
-        return [{"params": [q for q, c in zip(self.p.params, convs, strict=True) if c],
-                 "weight_decay": self.template.conv_weight_decay},
-                {"params": [q for q, c in zip(self.p.params, convs, strict=True) if not c],
-                 "weight_decay": weight_decay}]
+        named = list(zip(self.p.names, self.p.params, strict=True))
+        convs = [q for name, q in named if name.startswith("convs.")]
+        dense = [q for name, q in named if not name.startswith("convs.")]
+        return [{"params": convs, "weight_decay": self.template.conv_weight_decay},
+                {"params": dense, "weight_decay": weight_decay}]
 
 
 class BatchedAPPNP(Batched):
