@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--extras goes with --model twirls")
     family = (TABLE4_EXTRA if args.extras else f"table4-{args.model}") if twirls else "table4"
     name = args.dataset if twirls else f"{args.dataset}-{args.graph}-{args.model}"
-    stage = f"{family}@{name}"
+    outputs = StageOutputs(family, name)
+    stage = outputs.stage
     params = open_stage(stage)
     t4 = params["table4"]
     graphs = table4_graphs(t4["graphs"], args.model, args.extras) if twirls else [args.graph]
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         entries = {k: with_attention(e, attention) for k, e in entries.items()}
     batch = int(t4["batch"]) if twirls else 1  # the defenses train one fit a seed
     cells, metrics, rows = run_attacked(stage, entries, params, args.raw, args.attacked, batch)
-    StageOutputs(family, name).write(cells, metrics, rows)
+    outputs.write(cells, metrics, rows)
     return 0
 
 

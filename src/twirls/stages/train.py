@@ -54,14 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-model", action="store_true",
                         help="also write models/<group>/<name>.pt, the first run's model")
     args = parser.parse_args(argv)
-    stage = f"{args.group}@{args.name}"
+    out = StageOutputs(args.group, args.name, args.out)
+    stage = out.stage
     params = open_stage(stage)
     exp = train_entry(params[args.group][args.name])
     seeds, batch = seeds_and_batch(exp, params["train"])
     check_model(exp, stage)
     device = stage_device(params["device"], who=stage)
     jobs = resolve_jobs(params["jobs"], device)
-    out = StageOutputs(args.group, args.name, args.out)
 
     result, reason = None, ""
     try:
