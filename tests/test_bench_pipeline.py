@@ -35,6 +35,18 @@ def test_timed_gives_each_running_stage_its_own_seconds(tmp_path):
     assert [list(s) for s in seen] == [["fetch@cora"]]  # the last stage is in the return value
 
 
+def test_timed_passes_the_output_on_as_it_comes(tmp_path, capfd):
+    bar = "import sys, time\nfor i in range(3):\n    sys.stdout.write(f'\\r{i}/3'); " \
+          "sys.stdout.flush(); time.sleep(0.05)\nprint()\n" + FAKE_DVC
+    total, stages, out = pipeline.timed([sys.executable, "-c", bar], tmp_path, dict(os.environ))
+    err = capfd.readouterr().err
+    assert "\r0/3\r1/3\r2/3\n" in err and "Running stage 'table2@cora-gcn':" in err
+    assert err == out  # passed on unchanged, progress bars' carriage returns included
+    assert list(stages) == ["fetch@cora", "table2@cora-gcn"]
+    pipeline.timed([sys.executable, "-c", FAKE_DVC], tmp_path, dict(os.environ), echo=False)
+    assert capfd.readouterr().err == ""
+
+
 def test_timed_failure_is_one_clear_exit(tmp_path):
     with pytest.raises(SystemExit, match="failed"):
         pipeline.timed([sys.executable, "-c", "raise SystemExit(3)"], tmp_path,

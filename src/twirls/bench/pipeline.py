@@ -14,6 +14,8 @@
 * ``--recover START --repo DIR``: the stages of a ``--full`` run in ``DIR`` started at ``START``
   (ISO time) that was stopped before it wrote anything, from the times its outputs were written
   (a stage ends when its last output is written, and starts when the one before it ended).
+* What DVC prints (stage names, progress bars) is passed on to stderr as it comes; the record
+  goes to stdout at the end.
 * ``--full --resume [--target STAGE ...]``: go on with an interrupted ``--full`` run in this
   checkout: rerun, forced, the stages of ``dvc.lock`` its record does not hold yet
   (:func:`remaining_stages`; a plain ``dvc repro`` would skip those whose lock entries are up
@@ -31,6 +33,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import resource
@@ -52,18 +55,23 @@ FORCED = ["dvc", "repro", "-f", "-s"]  # a part's command before the stages it f
 
 
 def timed(cmd: list[str], cwd: Path, env: dict[str, str],
-          on_stage: Callable[[dict[str, float]], None] | None = None
+          on_stage: Callable[[dict[str, float]], None] | None = None, echo: bool = True
           ) -> tuple[float, dict[str, float], str]:
     """Run ``cmd``; its wall time, the seconds of each ``Running stage`` block, and stdout.
-    ``on_stage``: called with the stages timed so far whenever one finishes."""
+    ``on_stage``: called with the stages timed so far whenever one finishes. ``echo``: pass the
+    output on to stderr as it comes, progress bars included (a full run takes hours)."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT)
     stages: dict[str, float] = {}
     current, since, lines = None, start, []
     assert proc.stdout is not None
-    for line in proc.stdout:
+    # newline="": lines end at \n or at a progress bar's \r, kept as they came
+    for line in io.TextIOWrapper(proc.stdout, encoding="utf-8", errors="replace", newline=""):
         lines.append(line)
+        if echo:
+            sys.stderr.write(line)
+            sys.stderr.flush()
         if line.startswith(("Running stage '", "Stage '")):
             now = time.perf_counter()
             if current is not None:
