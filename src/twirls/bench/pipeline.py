@@ -55,11 +55,11 @@ FORCED = ["dvc", "repro", "-f", "-s"]  # a part's command before the stages it f
 
 
 def timed(cmd: list[str], cwd: Path, env: dict[str, str],
-          on_stage: Callable[[dict[str, float]], None] | None = None, echo: bool = True
+          on_stage: Callable[[dict[str, float]], None] | None = None
           ) -> tuple[float, dict[str, float], str]:
-    """Run ``cmd``; its wall time, the seconds of each ``Running stage`` block, and stdout.
-    ``on_stage``: called with the stages timed so far whenever one finishes. ``echo``: pass the
-    output on to stderr as it comes, progress bars included (a full run takes hours)."""
+    """Run ``cmd``; its wall time, the seconds of each ``Running stage`` block, and stdout,
+    which is passed on to stderr as it comes, progress bars included (a full run takes hours).
+    ``on_stage``: called with the stages timed so far whenever one finishes."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
@@ -69,9 +69,8 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str],
     # newline="": lines end at \n or at a progress bar's \r, kept as they came
     for line in io.TextIOWrapper(proc.stdout, encoding="utf-8", errors="replace", newline=""):
         lines.append(line)
-        if echo:
-            sys.stderr.write(line)
-            sys.stderr.flush()
+        sys.stderr.write(line)
+        sys.stderr.flush()
         if line.startswith(("Running stage '", "Stage '")):
             now = time.perf_counter()
             if current is not None:
