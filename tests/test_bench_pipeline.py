@@ -308,3 +308,21 @@ def test_dvc_reads_yaml_with_the_c_parser():
     assert YAML(typ="safe").Parser.__name__ == "CParser", \
         "ruamel.yaml.clib is missing: pip install -r requirements.txt"
     assert parse_yaml("a: [1, 2]\n", "x.yaml") == {"a": [1, 2]}
+
+
+def test_full_runs_start_from_an_empty_journal(tmp_path, monkeypatch):
+    """A stage stopped in an earlier attempt keeps its finished runs (twirls.train.journal);
+    read back, they would shorten its recorded time: --full gives its stages a journal of its
+    own, empty, gone afterwards."""
+    seen = []
+
+    def fake_full_repro(repo, env, out, resume=False, targets=None):
+        folder = Path(env["TWIRLS_JOURNAL"])
+        seen.append((folder, folder.is_dir() and not any(folder.iterdir())))
+        return 0
+
+    monkeypatch.setenv("TWIRLS_JOURNAL", str(tmp_path / "kept"))
+    monkeypatch.setattr(pipeline, "full_repro", fake_full_repro)
+    assert pipeline.main(["--full", "--out", str(tmp_path / "p.json")]) == 0
+    (folder, empty), = seen
+    assert empty and folder != tmp_path / "kept" and not folder.exists()

@@ -115,7 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.target and not args.resume:
         parser.error("--target goes with --resume")
     if args.full:
-        return full_repro(repo, env, args.out, resume=args.resume, targets=args.target)
+        # a stage's journal of finished runs (twirls.train.journal) would shorten the times of
+        # a stage stopped in an earlier attempt: every stage here trains all its runs
+        with tempfile.TemporaryDirectory(prefix="twirls-journal-") as journals:
+            env["TWIRLS_JOURNAL"] = journals
+            return full_repro(repo, env, args.out, resume=args.resume, targets=args.target)
     with tempfile.TemporaryDirectory() as tmp:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)

@@ -17,15 +17,21 @@ INTERRUPTED = ("interrupted: {name}: stopped before it wrote its outputs; `dvc r
 Main = Callable[[list[str] | None], int]
 
 
+def stage_name(stage_main: Main) -> str:
+    """The stage script's name (``train`` for ``twirls.stages.train``), also when it runs as
+    ``python -m twirls.stages.<name>``, as ``dvc.yaml`` runs it."""
+    module = stage_main.__module__
+    if module == "__main__":
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        module = spec.name if spec is not None else module
+    return module.rsplit(".", 1)[-1]
+
+
 def entry(stage_main: Main, errors: tuple[type[BaseException], ...] = (ValueError,)) -> Main:
     """Wrap a stage's ``main``: a user-facing error (``errors``: a bad value, and in
     :func:`twirls.stages.skeleton.entry` a damaged dataset too) becomes one line on stderr and
     exit 1; Ctrl-C (``KeyboardInterrupt``) one line and exit 130."""
-    module = stage_main.__module__
-    if module == "__main__":  # `python -m twirls.stages.<name>`, as dvc.yaml runs it
-        spec = getattr(sys.modules["__main__"], "__spec__", None)
-        module = spec.name if spec is not None else module
-    name = module.rsplit(".", 1)[-1]
+    name = stage_name(stage_main)
 
     def run(argv: list[str] | None = None) -> int:
         try:

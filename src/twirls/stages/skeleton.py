@@ -11,6 +11,8 @@ the data, call the library, write through :class:`StageOutputs`. Library code ra
 from __future__ import annotations
 
 import argparse
+import functools
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from twirls.config.schema import check_params
 from twirls.params import load_params
 from twirls.stages import cli
 from twirls.stages.cli import Main
+from twirls.train import journal
 from twirls.train.checkpoint import save_checkpoint
 from twirls.train.loop import SeedsResult
 from twirls.train.outputs import write_history, write_metrics
@@ -123,10 +126,23 @@ def open_stage(stage: str) -> dict[str, Any]:
 
 def entry(stage_main: Main) -> Main:
     """:func:`twirls.stages.cli.entry` that also turns a damaged dataset
-    (:class:`twirls.data.registry.DatasetDamaged`) into one line."""
+    (:class:`twirls.data.registry.DatasetDamaged`) into one line, and keeps the stage's finished
+    runs in its journal (:mod:`twirls.train.journal`) until it has written its outputs: stopped
+    part-way, it goes on from them."""
     from twirls.data.registry import DatasetDamaged
 
-    return cli.entry(stage_main, errors=(ValueError, DatasetDamaged))
+    name = cli.stage_name(stage_main)
+
+    @functools.wraps(stage_main)
+    def journaled(argv: list[str] | None = None) -> int:
+        folder = journal.folder_for(name, sys.argv[1:] if argv is None else argv)
+        with journal.opened(folder) as book:
+            status = stage_main(argv)
+        if status == 0:  # its outputs are written: its runs are no longer needed
+            book.clear()
+        return status
+
+    return cli.entry(journaled, errors=(ValueError, DatasetDamaged))
 
 
 def raw_out_parser(description: str | None) -> argparse.ArgumentParser:

@@ -22,11 +22,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import torch
 from tqdm import tqdm
+
+from twirls.train import journal
 
 T = TypeVar("T")
 
@@ -72,12 +75,41 @@ def run_all(runs: Sequence[Callable[[], T]], jobs: int = 1, *, desc: str = "runs
     """``[run() for run in runs]``, in ``min(jobs, len(runs))`` forked workers when ``jobs > 1``.
 
     Results come back in the order of ``runs``; an exception in a run is raised here (the pool is
-    torn down). ``progress``: one tqdm bar over the runs.
+    torn down). ``progress``: one tqdm bar over the runs. Under a stage's journal
+    (:mod:`twirls.train.journal`) each finished run is kept as it arrives, and the runs it
+    already holds are read back instead of trained again.
     """
+    book = journal.current()
+    keys = book.keys(runs) if book is not None and runs else None
+    results: list[Any] = [None] * len(runs)
+    pending = list(range(len(runs)))
+    if book is not None and keys is not None:
+        found = [(i, *book.load(key)) for i, key in enumerate(keys)]
+        for i, hit, result in found:
+            if hit:
+                results[i] = result
+        pending = [i for i, hit, _ in found if not hit]
+        if len(pending) < len(runs):
+            print(f"{desc}: {len(runs) - len(pending)} of {len(runs)} runs read back from "
+                  f"{book.folder} (finished before the stage was stopped)", file=sys.stderr)
+    done = len(runs) - len(pending)
+    for i, result in _run_pending(runs, pending, jobs, desc, progress, done):
+        results[i] = result
+        if book is not None and keys is not None:
+            book.save(keys[i], result)
+    return results
+
+
+def _run_pending(runs: Sequence[Callable[[], T]], pending: list[int], jobs: int, desc: str,
+                 progress: bool, done: int) -> Iterator[tuple[int, T]]:
+    """``(index, result)`` of each run of ``pending``, in order, as it finishes."""
     global _RUNS
-    workers = min(jobs, len(runs))
+    workers = min(jobs, len(pending))
+    bar = {"total": len(runs), "initial": done}
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [run() for run in tqdm(runs, desc=desc, disable=not progress or len(runs) < 2)]
+        for i in tqdm(pending, desc=desc, disable=not progress or len(runs) < 2, **bar):
+            yield i, runs[i]()
+        return
     import torch._dynamo  # noqa: F401  (imported by the first optimizer: pay it once, not per worker)
 
     _RUNS = runs
@@ -85,11 +117,10 @@ def run_all(runs: Sequence[Callable[[], T]], jobs: int = 1, *, desc: str = "runs
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(workers, initializer=_init_worker,
                       initargs=(torch.get_num_threads(),)) as pool:
-            results = list(tqdm(pool.imap(_call, range(len(runs)), chunksize=1),
-                                total=len(runs), desc=f"{desc} ({workers} workers)",
-                                disable=not progress))
+            results = tqdm(pool.imap(_call, pending, chunksize=1),
+                           desc=f"{desc} ({workers} workers)", disable=not progress, **bar)
+            yield from zip(pending, results, strict=True)
             pool.close()  # the workers exit on their own: no SIGTERM needed on success
             pool.join()
-        return results
     finally:
         _RUNS = ()
