@@ -9,6 +9,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -87,6 +88,9 @@ def test_the_key_follows_every_input_of_a_run():
     changed = toy_data()
     changed.features[0, 0] += 1.0  # one feature of one node
     assert set(base).isdisjoint(book.keys(experiment_runs(EXP, changed, 2, cpu, progress=False)))
+    objects = np.array([{"a": 1}, "b"], dtype=object)  # by their contents, not their addresses
+    assert book.keys([partial(len, objects)]) == book.keys([partial(len, objects.copy())])
+    assert book.keys([partial(len, objects)]) != book.keys([partial(len, objects[::-1].copy())])
     # a closure is keyed by what it holds
     assert book.keys([lambda v=1: v]) != book.keys([lambda v=2: v])
     limit = 1
@@ -105,8 +109,23 @@ def test_the_key_follows_the_machine(monkeypatch):
         assert book.keys(runs) != before  # another thread count may round differently
     finally:
         torch.set_num_threads(threads)
+    monkeypatch.setenv("MKL_CBWR", "AVX2")  # a math library's reproducibility mode
+    assert book.keys(runs) != before
+    monkeypatch.delenv("MKL_CBWR")
+    assert book.keys(runs) == before
     monkeypatch.setattr(journal, "_code_digest", lambda: "other code")
     assert book.keys(runs) != before
+
+
+def test_a_damaged_record_counts_as_missing(tmp_path):
+    log = tmp_path / "calls"
+    runs = [partial(_counted, log, i) for i in range(3)]
+    with journal.opened(tmp_path / "j") as book:
+        run_all(runs)
+        (book.folder / f"{book.keys(runs)[1]}.pkl").write_bytes(b"\x80\x05trunc")
+        log.unlink()
+        assert run_all(runs) == [0, 1, 4]
+    assert _calls(log) == [1]
 
 
 def test_what_cannot_be_keyed_turns_the_journal_off(tmp_path):

@@ -20,7 +20,7 @@ it never guesses. The stage's entry (:func:`twirls.stages.skeleton.entry`) opens
 under ``$TWIRLS_JOURNAL`` (default ``.twirls/journal``), one folder per stage command, and
 removes that folder when the stage ends without an error; an interrupted stage leaves it for
 the next ``dvc repro``. Each result is a pickle written under a temporary name and renamed, so
-a half-written file is never read.
+a half-written file is never read (a damaged one counts as missing).
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ from typing import Any
 DEFAULT_ROOT = Path(".twirls/journal")
 #: bumped when the format of a key or a record changes
 FORMAT = "twirls-journal/1"
+#: environment variables of the math libraries (threads, instruction sets, reproducibility
+#: modes such as ``MKL_CBWR``): part of every key
+TUNING_ENV = ("OMP_", "MKL_", "KMP_", "ONEDNN_", "DNNL_", "OPENBLAS_", "ATEN_", "TORCH_")
 
 
 class Unkeyable(TypeError):
@@ -90,6 +93,8 @@ class _Digest:
             part(f"enum:{_name(type(value))}", value.name)
         elif isinstance(value, torch.Tensor):
             self._tensor(h, value)
+        elif isinstance(value, np.ndarray) and value.dtype.hasobject:
+            part(f"objects:{value.shape}", value.ravel().tolist())
         elif isinstance(value, np.ndarray):
             h.update(f"ndarray:{value.dtype}:{value.shape}".encode())
             h.update(np.ascontiguousarray(value).tobytes())
@@ -181,9 +186,11 @@ def machine() -> str:
 
     from twirls.train.cpu import flushes_denormals
 
+    tuning = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(TUNING_ENV))
     return "\n".join([FORMAT, sys.version, torch.__version__, np.__version__, _cpu(),
                       f"threads={torch.get_num_threads()}", _code_digest(),
-                      f"flush_denormal={flushes_denormals()}"])
+                      f"flush_denormal={flushes_denormals()}",
+                      f"default_dtype={torch.get_default_dtype()}", *tuning])
 
 
 class Journal:
@@ -205,10 +212,12 @@ class Journal:
         """``(True, result)`` for a kept run, else ``(False, None)``."""
         path = self.folder / f"{key}.pkl"
         try:
-            data = path.read_bytes()
+            return True, pickle.loads(path.read_bytes())
         except FileNotFoundError:
             return False, None
-        return True, pickle.loads(data)
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
+                ImportError):  # damaged, or from code that is gone: train it again
+            return False, None
 
     def save(self, key: str, result: Any) -> None:
         """Keep ``result`` (not kept when it cannot be pickled: that run trains again)."""
@@ -217,7 +226,7 @@ class Journal:
         except (pickle.PicklingError, TypeError, AttributeError):
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        part = self.folder / f"{key}.pkl.part"
+        part = self.folder / f"{key}.{os.getpid()}.part"  # two writers never share one
         part.write_bytes(data)
         os.replace(part, self.folder / f"{key}.pkl")
 
