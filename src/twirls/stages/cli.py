@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 #: what an interrupted stage prints (one line: what stopped, how to go on or go back)
 INTERRUPTED = ("interrupted: {name}: stopped before it wrote its outputs; `dvc repro` runs it "
-               "again, `git checkout -- dvc.lock results metrics plots reports && dvc checkout` "
-               "brings the committed outputs back")
+               "again (a training stage from the runs it finished), `git checkout -- dvc.lock "
+               "results metrics plots reports && dvc checkout` brings the committed outputs back")
 
 Main = Callable[[list[str] | None], int]
 
