@@ -14,6 +14,15 @@ if os.environ.get("TWIRLS_DATA_MIRROR"):
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("OUTDATED_IGNORE", "1")  # ogb asks PyPI for newer versions on import
 os.environ.setdefault("DGLBACKEND", "pytorch")
+# Stages run by the tests keep their finished runs (twirls.train.journal) in a folder of this
+# test process, not in the checkout's .twirls/journal, and it goes when the process ends.
+if "TWIRLS_JOURNAL" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["TWIRLS_JOURNAL"] = tempfile.mkdtemp(prefix="twirls-journal-tests-")
+    atexit.register(shutil.rmtree, os.environ["TWIRLS_JOURNAL"], ignore_errors=True)
 
 import torch  # noqa: E402
 
