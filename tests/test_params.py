@@ -218,8 +218,9 @@ def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):
                                            "integer >= 1"),
     ("table8.extras.table8-paper-k2", "paper-k3",
      "table8.extras.table8-paper-k2 = 'paper-k3': unknown curve (did you mean 'paper-k2'?)"),
-    ("table8.extras.table8-paper-k2", "paper-k1", "expected a curve whose `table` is "
-     "'table8-paper-k2' (its stage writes results/table8-extra/table8-paper-k2.json)"),
+    ("table8.extras.table8-paper-k2", "paper-k1", "table8.curves.paper-k1.table = "
+     "'table8-paper-k1': expected 'table8-paper-k2': the curve fills table 'table8-paper-k2' "
+     "(stage table8-extra@table8-paper-k2 writes results/table8-extra/table8-paper-k2.json)"),
     ("table11.graph", "arxiv", "table11.graph = 'arxiv': unknown graph"),
     ("table5.datasets", ["cora", "citeser"], "unknown dataset (did you mean 'citeseer'?)"),
     ("tabel2", {}, "tabel2 = 'tabel2': unknown top-level key (did you mean 'table2'?)"),

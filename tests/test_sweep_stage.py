@@ -217,5 +217,5 @@ def test_an_extra_curve_runs_in_its_own_stage_and_files(tmp_path, monkeypatch, c
     capsys.readouterr()
     assert stage.main(["s", "--extra", "s-wrong", "--raw", str(tmp_path / "raw")]) == 1
     err = capsys.readouterr().err
-    assert "s.curves.other: its table is 's-other', not 's-wrong' (--extra)" in err
+    assert "s.curves.other.table = 's-other': expected 's-wrong': the curve fills table " in err
     assert "Traceback" not in err and err.count("\n") == 1

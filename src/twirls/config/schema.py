@@ -262,12 +262,19 @@ def check_sweep(path: str, sweep: Any) -> None:
         if not isinstance(values, list) or not values:
             fail(f"{path}.data_grid.{key}", values, "expected a non-empty list of values")
     for table, curve in mapping(f"{path}.extras", sweep.get("extras", {})).items():
-        where = f"{path}.extras.{table}"
         if curves:  # the stage that reads the curve too (check-params: the whole file)
-            choose(where, curve, tuple(curves), "curve")
-            if curves[curve].get("table") != table:
-                fail(where, curve, f"expected a curve whose `table` is {table!r} (its stage "
-                                   f"writes results/{path}-extra/{table}.json)")
+            choose(f"{path}.extras.{table}", curve, tuple(curves), "curve")
+            check_extra(path, table, curve, curves[curve])
+
+
+def check_extra(path: str, table: str, name: str, curve: dict[str, Any]) -> None:
+    """Curve ``name`` of sweep ``path`` fills the extra table ``table`` (the sweep's ``extras``):
+    its ``table`` must say so. Checked on the whole file by check-params, and by stage
+    ``<path>-extra@<table>`` on the one curve it declares (``--extra table``)."""
+    if curve.get("table") != table:
+        fail(f"{path}.curves.{name}.table", curve.get("table"),
+             f"expected {table!r}: the curve fills table {table!r} (stage {path}-extra@{table} "
+             f"writes results/{path}-extra/{table}.json)")
 
 
 def check_timing(path: str, cfg: Any) -> None:

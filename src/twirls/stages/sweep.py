@@ -56,6 +56,7 @@ from typing import Any
 
 from twirls.cells import Cell, run_rows, selector
 from twirls.config.entries import curve_seeds, sweep_entry
+from twirls.config.schema import check_extra
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.reports.results import read_paper
 from twirls.reports.sweep_figure import plot_sweep
@@ -104,9 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     sweep = params[name]
     if args.extra:  # the stage declares that curve alone
         for curve, spec in sweep["curves"].items():
-            if spec.get("table") != args.extra:
-                raise ValueError(f"{name}.curves.{curve}: its table is "
-                                 f"{spec.get('table')!r}, not {args.extra!r} (--extra)")
+            check_extra(name, args.extra, curve, spec)
     seeds, batch = int(sweep["seeds"]), int(sweep.get("batch", 1))
     row_operator = bool(sweep.get("row_operator", False))
     for curve, spec in sweep["curves"].items():
