@@ -40,6 +40,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
+from twirls.train.cpu import flushes_denormals
+
 #: the folder of the journals when ``$TWIRLS_JOURNAL`` is not set (relative: the stage's cwd)
 DEFAULT_ROOT = Path(".twirls/journal")
 #: bumped when the format of a key or a record changes
@@ -79,9 +84,6 @@ class _Digest:
         return digest
 
     def _feed(self, h: Any, value: Any) -> None:  # noqa: C901 (one branch per kind)
-        import numpy as np
-        import torch
-
         def part(tag: str, *children: Any) -> None:
             h.update(tag.encode() + b"\0")
             for child in children:
@@ -130,8 +132,6 @@ class _Digest:
 
     @staticmethod
     def _tensor(h: Any, t: Any) -> None:
-        import torch
-
         h.update(f"tensor:{t.dtype}:{tuple(t.shape)}:{t.layout}:{t.device.type}".encode())
         if t.layout == torch.strided:
             parts = [t]
@@ -181,11 +181,6 @@ def _cpu() -> str:
 
 def machine() -> str:
     """What decides the arithmetic of a run besides its inputs and the code."""
-    import numpy as np
-    import torch
-
-    from twirls.train.cpu import flushes_denormals
-
     tuning = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(TUNING_ENV))
     return "\n".join([FORMAT, sys.version, torch.__version__, np.__version__, _cpu(),
                       f"threads={torch.get_num_threads()}", _code_digest(),

@@ -80,10 +80,10 @@ def run_all(runs: Sequence[Callable[[], T]], jobs: int = 1, *, desc: str = "runs
     already holds are read back instead of trained again.
     """
     book = journal.current()
-    keys = book.keys(runs) if book is not None and runs else None
+    keys = book.keys(runs) if book is not None and runs else None  # None: no journal here
     results: list[Any] = [None] * len(runs)
     pending = list(range(len(runs)))
-    if book is not None and keys is not None:
+    if keys is not None:
         found = [(i, *book.load(key)) for i, key in enumerate(keys)]
         for i, hit, result in found:
             if hit:
@@ -95,7 +95,7 @@ def run_all(runs: Sequence[Callable[[], T]], jobs: int = 1, *, desc: str = "runs
     done = len(runs) - len(pending)
     for i, result in _run_pending(runs, pending, jobs, desc, progress, done):
         results[i] = result
-        if book is not None and keys is not None:
+        if keys is not None:
             book.save(keys[i], result)
     return results
 
