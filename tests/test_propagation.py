@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twirls.data.graph import undirected_graph
+from twirls.models import graph_ops
 from twirls.models.attention import AttentionSpec, TruncatedLp
 from twirls.models.energy import (
     closed_form,
@@ -254,12 +255,14 @@ ATTENTION = {"p": 0.1, "tau": 0.2, "T": 2.0}
 @pytest.mark.parametrize("placement", [None, "middle", "every", "before+middle"])
 @pytest.mark.parametrize("normalized", [False, True])
 def test_steps_nodes_equal_the_step_by_step_chain_bit_for_bit(variant, steps, placement,
-                                                             normalized):
+                                                             normalized, monkeypatch):
     # the steps between attention layers run as one autograd node each (propagation._Steps):
     # all S steps of TWIRLS-base, the halves around a middle attention layer. The output and
     # the gradients sent back (to f through c = scale * f and Y0 = f, and through the attention
     # weights to the embeddings they are computed from) must be exactly those of S chained
-    # SparseMatrix.addmm nodes, in float32 where rounding order shows
+    # SparseMatrix.addmm nodes, in float32 where rounding order shows, with the attention
+    # weights' gradient summed step by step; with it as one wide SDDMM (the default from
+    # SDDMM_MIN_WIDTH columns: here 4 a step) the same to float32 rounding
     if normalized and variant == "reference":
         pytest.skip("the reference variant has no normalized form")
     gen = torch.Generator().manual_seed(3)
@@ -273,19 +276,57 @@ def test_steps_nodes_equal_the_step_by_step_chain_bit_for_bit(variant, steps, pl
     w = torch.randn(5, 4, generator=gen)
     x = torch.randn(n, 5, generator=gen)
     weight = torch.randn(n, 4, generator=gen)
-    results = []
-    for run in (lambda f: propagate(ops, f, spec),
-                lambda f: list(iterates(ops, f, spec))[-1]):
-        w_ = w.clone().requires_grad_(True)
-        y = run(x @ w_)
-        (y * weight).sum().backward()
-        results.append((y.detach(), w_.grad))
-    (fused, fused_grad), (chain, chain_grad) = results
+
+    def gradients() -> list[tuple[torch.Tensor, torch.Tensor]]:
+        results = []
+        for run in (lambda f: propagate(ops, f, spec),
+                    lambda f: list(iterates(ops, f, spec))[-1]):
+            w_ = w.clone().requires_grad_(True)
+            y = run(x @ w_)
+            (y * weight).sum().backward()
+            results.append((y.detach(), w_.grad))
+        return results
+
+    (wide, wide_grad), _ = gradients()
+    monkeypatch.setattr(graph_ops, "SDDMM_MIN_WIDTH", 10**9)  # every SDDMM step by step
+    (fused, fused_grad), (chain, chain_grad) = gradients()
     with torch.no_grad():
         assert torch.equal(propagate(ops, x @ w, spec), chain)
     assert propagate(ops, x, spec).grad_fn is None  # nothing requires grad: no graph
     assert torch.equal(fused, chain) and torch.equal(fused_grad, chain_grad)
     assert not torch.equal(chain_grad, torch.zeros_like(chain_grad))
+    assert torch.equal(wide, chain)
+    assert torch.allclose(wide_grad, chain_grad, rtol=1e-5, atol=1e-5)
+    if placement is None:  # no attention: no SDDMM at all
+        assert torch.equal(wide_grad, chain_grad)
+
+
+@pytest.mark.parametrize("constant_diagonal", [True, False])
+@pytest.mark.parametrize(("steps", "width"), [(1, 4), (3, 5), (4, 4), (20, 7), (1, 64), (3, 40)])
+def test_grad_entries_sum_is_the_sum_of_each_steps_sddmm(constant_diagonal, steps, width):
+    # SparseMatrix.grad_entries_sum: the entries' gradient of k products M y_j as one SDDMM of
+    # the k pairs side by side (groups of at most SDDMM_GROUP_WIDTH columns: 20 x 7 is three,
+    # 3 x 40 three of one step), on A's edges alone or on every entry of the pattern. It must
+    # be the sum of the k SDDMMs (exact in float64) to float32 rounding, bit for bit that sum
+    # below SDDMM_MIN_WIDTH columns, and the same bits when rerun
+    ops = random_ops(8, 70, 260)
+    gen = torch.Generator().manual_seed(9)
+    mat = ops.matrix(torch.rand(ops.num_edges, dtype=DT, generator=gen), 0.3)
+    mat.constant_diagonal = constant_diagonal
+    grads = [torch.randn(ops.n, width, generator=gen) for _ in range(steps)]
+    ys = [torch.randn(ops.n, width, generator=gen) for _ in range(steps)]
+    got = mat.grad_entries_sum(grads, ys)
+    assert got.shape == (ops.num_edges if constant_diagonal else ops.row.numel(),)
+    exact = sum(mat.grad_entries(g.double(), y.double()) for g, y in zip(grads, ys, strict=True))
+    assert torch.allclose(got.double(), exact, rtol=1e-5, atol=1e-5)
+    assert not torch.equal(exact, torch.zeros_like(exact))
+    if steps * width < graph_ops.SDDMM_MIN_WIDTH:
+        step_by_step = None
+        for g, y in zip(reversed(grads), reversed(ys), strict=True):
+            part = mat.grad_entries(g, y)
+            step_by_step = part if step_by_step is None else step_by_step + part
+        assert torch.equal(got, step_by_step)
+    assert torch.equal(got, mat.grad_entries_sum(grads, ys))
 
 
 def test_sddmm_on_a_constant_diagonal_skips_it_with_the_same_gradients():

@@ -252,13 +252,15 @@ def row_operator(ops: GraphOps, spec: PropagationSpec, rows: Tensor) -> Tensor:
 class _Steps(torch.autograd.Function):
     """``k`` steps ``Y ← c + M Y`` from ``Y⁽⁰⁾`` with one operator ``M``, as one autograd node.
 
-    Bit for bit what ``k`` chained :meth:`SparseMatrix.addmm` nodes compute, without their
-    per-step autograd overhead (~15 µs a step each way, most of TWIRLS-base's time on the
-    Planetoid graphs): the same kernel forward; backward ``g⁽ʲ⁻¹⁾ = Mᵀ g⁽ʲ⁾``,
-    ``∂c = g⁽ᵏ⁾ + g⁽ᵏ⁻¹⁾ + … + g⁽¹⁾`` and, when ``M``'s entries require grad (attention weights),
-    ``∂M = Σ_j SDDMM(g⁽ʲ⁾, Y⁽ʲ⁻¹⁾)``, each sum in the order autograd's engine accumulates the
-    chained nodes' gradients (last step first); on a constant diagonal the SDDMMs skip it and
-    their sum is put back on the pattern once (:meth:`SparseMatrix.grad_entries`).
+    What ``k`` chained :meth:`SparseMatrix.addmm` nodes compute, without their per-step
+    autograd overhead (~15 µs a step each way, most of TWIRLS-base's time on the Planetoid
+    graphs): the same kernel forward; backward ``g⁽ʲ⁻¹⁾ = Mᵀ g⁽ʲ⁾`` and
+    ``∂c = g⁽ᵏ⁾ + g⁽ᵏ⁻¹⁾ + … + g⁽¹⁾`` in the order autograd's engine accumulates the chained
+    nodes' gradients (last step first), so bit for bit theirs. When ``M``'s entries require
+    grad (attention weights), ``∂M = Σ_j SDDMM(g⁽ʲ⁾, Y⁽ʲ⁻¹⁾)`` runs as one wide SDDMM
+    (:meth:`SparseMatrix.grad_entries_sum`: the same sum, other rounding, unless the ``k``
+    steps are narrower than :data:`~twirls.models.graph_ops.SDDMM_MIN_WIDTH` columns in all);
+    on a constant diagonal it skips the diagonal and the sum is put back on the pattern once.
     """
 
     @staticmethod
@@ -277,14 +279,14 @@ class _Steps(torch.autograd.Function):
         mat: SparseMatrix = ctx.mat
         g = grad.contiguous()
         grad_values = grad_c = None
-        for j in reversed(range(ctx.steps)):
+        grads = []  # g⁽ʲ⁾, last step first, for ∂M
+        for _ in range(ctx.steps):
             if ctx.inputs is not None:
-                part = mat.grad_entries(g, ctx.inputs[j])
-                grad_values = part if grad_values is None else grad_values + part
+                grads.append(g)
             grad_c = g if grad_c is None else grad_c + g
             g = mat.t_matmul_no_grad(g)
-        if grad_values is not None:
-            grad_values = mat.full_grad(grad_values)
+        if ctx.inputs is not None:
+            grad_values = mat.full_grad(mat.grad_entries_sum(grads[::-1], ctx.inputs))
         return grad_values, grad_c, g, None, None
 
 
