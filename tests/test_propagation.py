@@ -364,3 +364,27 @@ def test_sddmm_on_a_constant_diagonal_skips_it_with_the_same_gradients():
     diag = diag0.clone().requires_grad_(True)
     assert not ops.matrix(off0, diag).constant_diagonal
     assert ops.matrix(off0, diag0).constant_diagonal
+
+
+def test_sddmm_benchmark_times_both_paths_of_the_same_sum():
+    # python -m twirls.bench.sddmm: step by step and wide (at any width, forced past
+    # SDDMM_MIN_WIDTH) compute the same entries' gradient; one record of the steps after the
+    # attention layer, then one of each width
+    from twirls.bench.sddmm import WIDTHS, bench_graph, step_by_step, wide
+
+    gen = torch.Generator().manual_seed(12)
+    src, dst = (torch.randint(0, 50, (150,), generator=gen) for _ in range(2))
+    ops = GraphOps.from_graph(undirected_graph(src, dst, 50))
+    mat = ops.matrix(torch.rand(ops.num_edges, generator=gen), 0.5)
+    grads = [torch.randn(50, 7, generator=gen) for _ in range(3)]
+    ys = [torch.randn(50, 7, generator=gen) for _ in range(3)]
+    limits = graph_ops.SDDMM_MIN_WIDTH, graph_ops.SDDMM_GROUP_WIDTH
+    for group in (7, 14, 21):
+        assert torch.allclose(wide(mat, grads, ys, group), step_by_step(mat, grads, ys),
+                              rtol=1e-5, atol=1e-5)
+    assert (graph_ops.SDDMM_MIN_WIDTH, graph_ops.SDDMM_GROUP_WIDTH) == limits  # patches undone
+    records = bench_graph(ops, 3, 7, 1, gen)
+    assert [r["kind"] for r in records] == ["steps"] + ["width"] * len(WIDTHS)
+    assert [r["width"] for r in records[1:]] == list(WIDTHS)
+    assert all(r["step_by_step_ms"] > 0 and r["wide_ms"] > 0 and r["edges"] == ops.num_edges
+               for r in records)
