@@ -11,6 +11,8 @@
 * The fast Mettack makes the same first 10 flips on CUDA as on the CPU (small SBM graph), with
   the same meta-gradient, and ``first_argmax`` keeps the first-index tie rule on CUDA; so does
   the ``attack`` stage run with ``--device cuda``.
+* The attention weights' gradient as one wide SDDMM (``torch.sparse.sampled_addmm``) gives the
+  CPU's on CUDA.
 * The benchmark ``twirls.bench.gpu --quick`` runs on CUDA.
 * The peak GPU memory of every GPU test is printed in pytest's terminal summary, and written as
   JSON to ``$GPU_REPORT`` when that variable is set.
@@ -436,6 +438,26 @@ def first_argmax_ties(device: str) -> None:
             assert i * shape[1] + j == int(torch.argmax(m))
 
 
+def wide_sddmm_matches_the_cpus(device: str) -> None:
+    """The attention weights' gradient of 16 steps of width 7 as one wide SDDMM
+    (``SparseMatrix.grad_entries_sum``: ``torch.sparse.sampled_addmm``, cuSPARSE's SDDMM on
+    CUDA) on ``device``, on A's edges and on the whole pattern: the CPU's to float32 rounding."""
+    graph, _, _, _ = small_task()
+    gen = torch.Generator().manual_seed(1)
+    off = torch.rand(graph.edges()[0].numel(), generator=gen)
+    grads = [torch.randn(graph.num_nodes(), 7, generator=gen) for _ in range(16)]
+    ys = [torch.randn(graph.num_nodes(), 7, generator=gen) for _ in range(16)]
+    for constant in (True, False):
+        got = []
+        for dev in ("cpu", device):
+            mat = GraphOps.from_graph(graph, device=dev).matrix(off.to(dev), 0.5)
+            mat.constant_diagonal = constant
+            got.append(mat.grad_entries_sum([g.to(dev) for g in grads],
+                                            [y.to(dev) for y in ys]))
+        assert got[1].device.type == torch.device(device).type
+        torch.testing.assert_close(got[1].cpu(), got[0], rtol=1e-5, atol=1e-5)
+
+
 # ----------------------------------------------------------------------------- peak memory
 PEAKS: dict[str, dict[str, int]] = {}
 PLUGIN = "twirls-test-gpu-peak-memory"
@@ -624,6 +646,11 @@ def test_first_argmax_keeps_the_first_index_on_cuda():
 
 
 @gpu_test
+def test_wide_sddmm_on_cuda_equals_the_cpus():
+    wide_sddmm_matches_the_cpus("cuda")
+
+
+@gpu_test
 def test_benchmark_runs_on_cuda(tmp_path, monkeypatch):
     report = run_benchmark("cuda", tmp_path, monkeypatch, subset=False)
     assert report["device"]["name"] == torch.cuda.get_device_name()
@@ -666,6 +693,10 @@ def test_batched_seeds_check_runs_on_the_cpu(case):
 
 def test_run_experiment_check_runs_on_the_cpu(monkeypatch):
     run_experiment_on("cpu", "cpu", monkeypatch)
+
+
+def test_wide_sddmm_check_runs_on_the_cpu():
+    wide_sddmm_matches_the_cpus("cpu")
 
 
 def test_mettack_device_path_runs_on_the_cpu(attack_task, tmp_path):
