@@ -61,11 +61,10 @@ def median_ms(func: Callable[[], Any], repeats: int) -> float:
 
 def step_by_step(mat: SparseMatrix, grads: list[torch.Tensor],
                  ys: list[torch.Tensor]) -> torch.Tensor:
-    total = None
-    for g, y in zip(reversed(grads), reversed(ys), strict=True):
-        part = mat.grad_entries(g, y)
-        total = part if total is None else total + part
-    return total
+    """:meth:`SparseMatrix.grad_entries_sum` at any width as below ``SDDMM_MIN_WIDTH``: one
+    :meth:`SparseMatrix.grad_entries` a step (gathers), summed from the last step."""
+    with mock.patch.object(graph_ops, "SDDMM_MIN_WIDTH", sys.maxsize):
+        return mat.grad_entries_sum(grads, ys)
 
 
 def wide(mat: SparseMatrix, grads: list[torch.Tensor], ys: list[torch.Tensor],
