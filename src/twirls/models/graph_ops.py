@@ -120,9 +120,7 @@ class GraphOps:
         self.dtype = dtype
         to = dict(device=self.device)
         self.row, self.col = row.to(**to), col.to(**to)
-        self.crow = torch.zeros(n + 1, dtype=torch.int64)
-        self.crow[1:] = torch.cumsum(torch.bincount(row, minlength=n), 0)
-        self.crow = self.crow.to(**to)
+        self.crow = _crow(row, n).to(**to)
         self.is_loop = is_loop.to(**to)
         self.rev = rev.to(**to)
         self._gather = gather.to(**to)
@@ -359,38 +357,46 @@ class SparseMatrix:
 
 def _csr(ops: GraphOps, values: Tensor) -> Tensor:
     crow, col = ops.cached("csr_int32_indices", lambda: _int32_indices(ops))
+    return _csr_tensor(crow, col, values, ops.n)
+
+
+def _csr_tensor(crow: Tensor, col: Tensor, values: Tensor, n: int) -> Tensor:
+    """The ``n x n`` CSR tensor of ``(crow, col, values)``, indices taken as valid."""
     with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
         warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, col, values, (ops.n, ops.n),
-                                       check_invariants=False)
+        return torch.sparse_csr_tensor(crow, col, values, (n, n), check_invariants=False)
+
+
+def _crow(row: Tensor, n: int) -> Tensor:
+    """The CSR row pointer (int64) of entries sorted by ``row``."""
+    crow = torch.zeros(n + 1, dtype=torch.int64, device=row.device)
+    crow[1:] = torch.cumsum(torch.bincount(row, minlength=n), 0)
+    return crow
 
 
 def _sddmm_pattern(ops: GraphOps, edges_only: bool, dtype: torch.dtype) -> Tensor:
     """The CSR pattern whose entries :meth:`SparseMatrix.grad_entries_sum` computes, in the
     order of :meth:`SparseMatrix.grad_entries`: ``Ã``'s (``ops.row``, ``ops.col``), or ``A``'s
     edges alone (``ops.dst``, ``ops.src``, also in CSR order); values 0."""
-    if edges_only:
-        crow = torch.zeros(ops.n + 1, dtype=torch.int64, device=ops.device)
-        crow[1:] = torch.cumsum(torch.bincount(ops.dst, minlength=ops.n), 0)
-        col = ops.src
-        if col.numel() < 2**31:
-            crow, col = crow.to(torch.int32), col.to(torch.int32)
-    else:
-        crow, col = ops.cached("csr_int32_indices", lambda: _int32_indices(ops))
-    values = torch.zeros(col.numel(), dtype=dtype, device=ops.device)
-    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, col, values, (ops.n, ops.n),
-                                       check_invariants=False)
+    if not edges_only:
+        return _csr(ops, torch.zeros(ops.row.numel(), dtype=dtype, device=ops.device))
+    crow, col = _as_int32(_crow(ops.dst, ops.n), ops.src)
+    return _csr_tensor(crow, col, torch.zeros(col.numel(), dtype=dtype, device=ops.device),
+                       ops.n)
 
 
 def _int32_indices(ops: GraphOps) -> tuple[Tensor, Tensor]:
     """The pattern's CSR indices as int32 when they fit: MKL's sparse kernels (LP64) take
     32-bit indices, so int64 ones are converted on every product (~4 µs of a ~30 µs call on
     the Planetoid graphs); same kernel, same result."""
-    if ops.row.numel() >= 2**31:
-        return ops.crow, ops.col
-    return ops.crow.to(torch.int32), ops.col.to(torch.int32)
+    return _as_int32(ops.crow, ops.col)
+
+
+def _as_int32(crow: Tensor, col: Tensor) -> tuple[Tensor, Tensor]:
+    """CSR indices as int32 when the entries fit (:func:`_int32_indices`), else as they are."""
+    if col.numel() >= 2**31:
+        return crow, col
+    return crow.to(torch.int32), col.to(torch.int32)
 
 
 class _SpMM(torch.autograd.Function):
