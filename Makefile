@@ -10,9 +10,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: repro test lint bench clean-venv check-python
 
-# requirements.txt is pinned and checked on these Pythons (numpy 2.4 and scipy 1.17 are the
-# newest that still have wheels for 3.11; pandas 3 starts at 3.11).
-PINNED_PYTHON := 3.11 3.12 3.13
+# requirements.txt is pinned and checked on these Pythons (pandas 3 starts at 3.11; numpy 2.4 and
+# scipy 1.17 are the newest that still have wheels for 3.11, and 3.15 takes numpy 2.5, scipy 1.18).
+PINNED_PYTHON := 3.11 3.12 3.13 3.14 3.15
 define CHECK_PYTHON
 import os, sys
 version = "%d.%d" % sys.version_info[:2]
@@ -30,10 +30,11 @@ check-python:  # the interpreter of .venv (or $(PYTHON) before .venv exists) can
 	@if test -x $(BIN)/python; then py=$(BIN)/python; venv=1; else py=$(PYTHON); venv=; fi; \
 	GOAL="$(or $(firstword $(MAKECMDGOALS)),repro)" IN_VENV=$$venv $$py -c "$$CHECK_PYTHON"
 
-$(STAMP): requirements.txt pyproject.toml | check-python
+$(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml | check-python
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --no-deps -r requirements-nodeps.txt
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 

@@ -349,6 +349,30 @@ def test_compat_shim_is_needed_and_works():
     assert direct.returncode != 0 and "NameError" in direct.stderr
 
 
+@needs_deeprobust
+def test_compat_placeholder_for_gensim_is_needed_and_works():
+    """Without gensim (no wheel for Python 3.14), DeepRobust's defenses import only through
+    import_deeprobust; the real ones are there, and DeepWalk says what it needs."""
+    no_gensim = "import sys; sys.modules['gensim'] = None; "  # as if not installed
+    direct = subprocess.run([sys.executable, "-c", no_gensim + "import deeprobust.graph.defense"],
+                            capture_output=True, text=True)
+    assert direct.returncode != 0 and "gensim" in direct.stderr
+    check = no_gensim + """
+from twirls.compat import import_deeprobust
+defense = import_deeprobust("graph.defense")
+assert defense.GCNJaccard.__module__ == "deeprobust.graph.defense.gcn_preprocess"
+assert hasattr(import_deeprobust("graph.global_attack"), "Metattack")
+try:
+    defense.DeepWalk()
+except ImportError as e:
+    print(e)
+"""
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", check], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert "DeepWalk from deeprobust.graph.defense.node_embedding needs gensim" in done.stdout
+
+
 def test_attacked_file_round_trip_and_validation(tmp_path, graph):
     adj = graph[0]
     g = AttackedGraph(adj=adj, idx_train=np.arange(3), idx_val=np.arange(3, 5),

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
 VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -26,7 +27,7 @@ def make(folder: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
     shutil.copy(REPO / "Makefile", tmp_path / "Makefile")
-    for name in ("requirements.txt", "pyproject.toml"):  # what .venv/.installed is made from
+    for name in ("requirements.txt", "requirements-nodeps.txt", "pyproject.toml"):  # .installed
         (tmp_path / name).write_text("")
     return tmp_path
 
@@ -57,15 +58,36 @@ def test_a_venv_of_another_python_says_to_remove_it(folder):
     assert line.endswith("`make test PYTHON=python9.9` after `make clean-venv`.")
 
 
-def pins(path: Path) -> dict[str, str]:
+def requirements(path: Path) -> list[Requirement]:
     lines = [ln.split("#")[0].strip() for ln in path.read_text().splitlines()]
-    return dict(ln.split("==") for ln in lines if ln)
+    return [Requirement(ln) for ln in lines if ln]
+
+
+def pins(path: Path, python: str | None = None) -> dict[str, str]:
+    """``name -> version`` of the pins that apply on ``python`` (default: this one), by their
+    environment markers."""
+    env = {"python_version": python} if python else None
+    return {r.name: str(r.specifier).removeprefix("==") for r in requirements(path)
+            if r.marker is None or r.marker.evaluate(env)}
+
+
+@pytest.mark.parametrize("name", ["requirements.txt", "requirements-nodeps.txt",
+                                  "requirements-reference.txt", "requirements-device.txt"])
+def test_every_pin_is_exact_and_one_per_pinned_python(name):
+    found = requirements(REPO / name)
+    assert all(len(r.specifier) == 1 and next(iter(r.specifier)).operator == "==" for r in found)
+    makefile = (REPO / "Makefile").read_text()
+    for python in re.search(r"^PINNED_PYTHON := (.*)$", makefile, re.M).group(1).split():
+        applies = [r.name for r in found
+                   if r.marker is None or r.marker.evaluate({"python_version": python})]
+        assert len(applies) == len(set(applies)), python
 
 
 def test_device_wheels_pin_the_same_dvc_as_the_pinned_stack():
     """``make device-wheels`` builds requirements-device.txt: DVC for a GPU machine's own stack,
     the same DVC (and C YAML reader) that requirements.txt installs, every package pinned."""
-    device, pinned = pins(REPO / "requirements-device.txt"), pins(REPO / "requirements.txt")
+    device = pins(REPO / "requirements-device.txt")
+    pinned = pins(REPO / "requirements.txt", python="3.12")  # the GPU machine's Python
     for name in ("dvc", "ruamel.yaml.clib"):
         assert device[name] == pinned[name]
     assert not {"torch", "numpy", "scipy", "pandas", "dgl"} & set(device)  # the machine's own
