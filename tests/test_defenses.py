@@ -19,6 +19,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 from sklearn.metrics.pairwise import cosine_similarity
+from threadpoolctl import threadpool_limits
 
 from twirls.compat import import_deeprobust
 from twirls.data import nettack
@@ -132,6 +133,16 @@ def test_low_rank_adjacency_is_deeprobusts_truncated_svd(cora, low_rank_15):
     assert np.abs(low_rank_15 - reference).max() < 1e-4  # ARPACK tolerance, random start
     again = drm.low_rank_adjacency(cora.meta["attacked"], k=15, seed=0)
     assert np.array_equal(low_rank_15, again)
+
+
+def test_low_rank_adjacency_is_the_same_bits_on_any_number_of_blas_threads(cora):
+    """OpenBLAS uses a thread per core by default, and its threads change ARPACK's and the
+    product's rounding: without its own limit the result would depend on the machine."""
+    results = []
+    for threads in (2, 1):
+        with threadpool_limits(threads, user_api="blas"):
+            results.append(drm.low_rank_adjacency(cora.meta["attacked"], k=15, seed=0))
+    assert np.array_equal(*results)
 
 
 @needs_deeprobust

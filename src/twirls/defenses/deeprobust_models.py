@@ -55,6 +55,9 @@ with the installed SciPy 1.17 that draws ARPACK's start vector from OS entropy (
 seeded global state), so two calls differ by ~1e-5.
 We therefore compute the same ``U_k S_k V_k^T`` with ``svds`` seeded by the run seed
 (:func:`low_rank_adjacency`); the test suite checks it against DeepRobust's ``truncatedSVD``.
+The bits also depend on how many threads OpenBLAS (numpy's and SciPy's BLAS) uses, one per core
+by default: on attacked Cora, one and two threads gave other ``U`` and another product. So the SVD
+and the product run on one BLAS thread, whatever the machine's core count.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 import torch
+from threadpoolctl import threadpool_limits
 
 from twirls.compat import import_deeprobust
 from twirls.data.graph import Split
@@ -116,9 +120,10 @@ def low_rank_adjacency(adj: sp.spmatrix, k: int, seed: int = 0) -> np.ndarray:
     """
     if not 0 < k < min(adj.shape):
         raise ValueError(f"gcn-svd: rank k={k} must be in 1..{min(adj.shape) - 1}.")
-    u, s, vt = sla.svds(sp.csr_matrix(adj, dtype=np.float32), k=k,
-                        rng=np.random.default_rng(seed))
-    return (u * s) @ vt
+    with threadpool_limits(1, user_api="blas"):  # the same bits on any number of cores
+        u, s, vt = sla.svds(sp.csr_matrix(adj, dtype=np.float32), k=k,
+                            rng=np.random.default_rng(seed))
+        return (u * s) @ vt
 
 
 def guarded_normalize(low_rank: np.ndarray) -> tuple[torch.Tensor, int]:
