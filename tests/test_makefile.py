@@ -32,9 +32,12 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def pinned_pythons(makefile: Path) -> list[str]:
+    return re.search(r"^PINNED_PYTHON := (.*)$", makefile.read_text(), re.M).group(1).split()
+
+
 def test_a_pinned_python_passes(folder):
-    pinned = re.search(r"^PINNED_PYTHON := (.*)$", (folder / "Makefile").read_text(), re.M)
-    assert VERSION in pinned.group(1).split()  # CI's interpreter is one of the pinned ones
+    assert VERSION in pinned_pythons(folder / "Makefile")  # CI's interpreter is a pinned one
     done = make(folder, "check-python")
     assert done.returncode == 0, done.stderr
 
@@ -63,12 +66,16 @@ def requirements(path: Path) -> list[Requirement]:
     return [Requirement(ln) for ln in lines if ln]
 
 
-def pins(path: Path, python: str | None = None) -> dict[str, str]:
-    """``name -> version`` of the pins that apply on ``python`` (default: this one), by their
-    environment markers."""
+def applying(found: list[Requirement], python: str | None) -> list[Requirement]:
+    """The requirements whose environment marker holds on ``python`` (None: this one)."""
     env = {"python_version": python} if python else None
-    return {r.name: str(r.specifier).removeprefix("==") for r in requirements(path)
-            if r.marker is None or r.marker.evaluate(env)}
+    return [r for r in found if r.marker is None or r.marker.evaluate(env)]
+
+
+def pins(path: Path, python: str | None = None) -> dict[str, str]:
+    """``name -> version`` of the pins that apply on ``python`` (default: this one)."""
+    return {r.name: str(r.specifier).removeprefix("==")
+            for r in applying(requirements(path), python)}
 
 
 @pytest.mark.parametrize("name", ["requirements.txt", "requirements-nodeps.txt",
@@ -76,11 +83,9 @@ def pins(path: Path, python: str | None = None) -> dict[str, str]:
 def test_every_pin_is_exact_and_one_per_pinned_python(name):
     found = requirements(REPO / name)
     assert all(len(r.specifier) == 1 and next(iter(r.specifier)).operator == "==" for r in found)
-    makefile = (REPO / "Makefile").read_text()
-    for python in re.search(r"^PINNED_PYTHON := (.*)$", makefile, re.M).group(1).split():
-        applies = [r.name for r in found
-                   if r.marker is None or r.marker.evaluate({"python_version": python})]
-        assert len(applies) == len(set(applies)), python
+    for python in pinned_pythons(REPO / "Makefile"):
+        names = [r.name for r in applying(found, python)]
+        assert len(names) == len(set(names)), python
 
 
 def test_device_wheels_pin_the_same_dvc_as_the_pinned_stack():
