@@ -52,6 +52,12 @@ bench: $(STAMP)
 clean-venv:
 	rm -rf $(VENV)
 
+# `make test` on the newest of PINNED_PYTHON, on a clone of HEAD in a Debian sid chroot (root;
+# ~11 min; CI runs it after the two stacks): .ci/newest-python
+.PHONY: test-newest-python
+test-newest-python:
+	bash .ci/newest-python
+
 # The reference stack: the last torch (2.2.1) and numpy (1.26) that PyPI's DGL 2.1.0 runs on, for
 # the tests whose oracle is a DGL layer (marked `reference` by tests/conftest.py).
 REFERENCE_PYTHON := 3.11 3.12

@@ -97,3 +97,21 @@ def test_device_wheels_pin_the_same_dvc_as_the_pinned_stack():
         assert device[name] == pinned[name]
     assert not {"torch", "numpy", "scipy", "pandas", "dgl"} & set(device)  # the machine's own
     assert "requirements-device.txt" in (REPO / "Makefile").read_text()
+
+
+def test_ci_tests_the_newest_pinned_python(tmp_path):
+    """CI's last step, .ci/newest-python (``make test`` in a Debian sid chroot), takes the newest
+    Python of the Makefile's PINNED_PYTHON, and takes the new one when the list grows."""
+    assert "bash .ci/newest-python" in (REPO / ".ci" / "run").read_text().splitlines()
+
+    def newest(repo: Path) -> str:
+        return subprocess.run(["bash", str(repo / ".ci" / "newest-python"), "--version"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    assert newest(REPO) == pinned_pythons(REPO / "Makefile")[-1]
+    (tmp_path / ".ci").mkdir()
+    shutil.copy(REPO / ".ci" / "newest-python", tmp_path / ".ci")
+    makefile = (REPO / "Makefile").read_text()
+    grown = re.sub(r"^(PINNED_PYTHON := .*)$", r"\1 3.16", makefile, count=1, flags=re.M)
+    (tmp_path / "Makefile").write_text(grown)
+    assert newest(tmp_path) == "3.16"
