@@ -7,6 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+MKL_INTEL_PATH_LIB := $(VENV)/lib/libmkl_intel_path.so
 
 .PHONY: repro test lint bench clean-venv check-python
 
@@ -38,8 +39,22 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml | check-python
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-repro: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" DVC_NO_ANALYTICS=1 OUTDATED_IGNORE=1 $(BIN)/dvc repro
+repro: $(STAMP) $(if $(MKL_INTEL_PATH),$(MKL_INTEL_PATH_LIB))
+	$(if $(MKL_INTEL_PATH),LD_PRELOAD="$(abspath $(MKL_INTEL_PATH_LIB))" )PATH="$(abspath $(BIN)):$$PATH" DVC_NO_ANALYTICS=1 OUTDATED_IGNORE=1 $(BIN)/dvc repro
+
+# MKL, torch's BLAS and sparse BLAS on x86-64, runs generic kernels on CPUs not made by Intel.
+# Preloaded, this one-function library (mkl_serv_intel_cpu_true: yes) has it run the kernels of an
+# Intel CPU with the same instructions: on AMD 1.2-1.4x as fast for wide products (GCNII, seeds
+# in batches), slower for one seed's narrow steps, and other rounding in the last bits
+# (docs/costs.md). Opt-in: `make repro MKL_INTEL_PATH=1`.
+.PHONY: mkl-intel-path
+mkl-intel-path: $(MKL_INTEL_PATH_LIB)
+$(MKL_INTEL_PATH_LIB):
+	@command -v $(CC) >/dev/null || { echo "make: building $@ needs a C compiler ($(CC)):" \
+	  "install one (e.g. gcc), or leave MKL_INTEL_PATH out (MKL then runs its generic kernels)."; \
+	  exit 1; }
+	mkdir -p $(dir $@)
+	printf 'int mkl_serv_intel_cpu_true(void) { return 1; }\n' | $(CC) -shared -fPIC -O2 -x c -o $@ -
 
 test: $(STAMP)
 	DVC_NO_ANALYTICS=1 $(BIN)/ruff check src tests

@@ -357,7 +357,31 @@ def machine() -> dict[str, str]:
         names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
                  if line.startswith("model name")]
         model = names[0] if names else model
-    return {"cpu": model, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    return {"cpu": model, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "mkl": mkl_code_path()}
+
+
+def mkl_code_path() -> str | None:
+    """Which of MKL's kernels torch's CPU products run in this process: ``"intel"`` (those of an
+    Intel CPU with this CPU's instructions) or ``"generic"`` (what MKL runs on other vendors'
+    CPUs, AMD's included); ``None`` where torch has no MKL (ARM, macOS) or this is not Linux.
+
+    MKL asks its function ``mkl_serv_intel_cpu_true``. A library preloaded with one of that name
+    (``make mkl-intel-path``, :mod:`twirls.bench.mkl_intel_path`) comes first in the process's
+    global scope, where torch's copy of MKL looks it up; else torch's own copy answers."""
+    import ctypes
+    import sys
+
+    import torch
+
+    library = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+    if not (sys.platform == "linux" and torch.backends.mkl.is_available() and library.is_file()):
+        return None
+    try:
+        intel = ctypes.CDLL(None).mkl_serv_intel_cpu_true  # a preloaded library's
+    except AttributeError:
+        intel = ctypes.CDLL(str(library)).mkl_serv_intel_cpu_true  # MKL's own vendor check
+    return "intel" if intel() else "generic"
 
 
 def children_cpu_seconds() -> float:
