@@ -115,6 +115,10 @@ def test_the_key_follows_the_machine(monkeypatch):
     assert book.keys(runs) == before
     monkeypatch.setattr(journal, "_code_digest", lambda: "other code")
     assert book.keys(runs) != before
+    monkeypatch.undo()
+    other = "generic" if journal.mkl_code_path() == "intel" else "intel"
+    monkeypatch.setattr(journal, "mkl_code_path", lambda: other)  # make mkl-intel-path's library
+    assert book.keys(runs) != before
 
 
 def test_a_damaged_record_counts_as_missing(tmp_path):

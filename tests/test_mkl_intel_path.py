@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from twirls.bench import mkl_intel_path
-from twirls.bench.pipeline import mkl_code_path
+from twirls.train.cpu import mkl_code_path
 
 REPO = Path(__file__).resolve().parents[1]
 needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="no `make` on the PATH")
@@ -96,13 +96,14 @@ def test_the_benchmark_without_the_library_says_how_to_build_it(tmp_path, capsys
     assert not (tmp_path / "out.json").exists()
 
 
-def test_mkl_code_path_reads_a_preloaded_answer(library):
-    code = "from twirls.bench.pipeline import mkl_code_path; print(mkl_code_path())"
+def test_a_process_knows_its_kernels_and_its_journal_keys_them(library):
+    code = ("from twirls.train.cpu import mkl_code_path; from twirls.train import journal; "
+            "print(mkl_code_path(), f'mkl={mkl_code_path()}' in journal.machine())")
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, check=True).stdout.strip()
     preloaded = subprocess.run([sys.executable, "-c", code], env={**env, "LD_PRELOAD":
                                                                  str(library)},
                                capture_output=True, text=True, check=True).stdout.strip()
-    assert plain == ("intel" if intel_cpu() else "generic")
-    assert preloaded == "intel"
+    assert plain == ("intel True" if intel_cpu() else "generic True")
+    assert preloaded == "intel True"  # and a stopped stage's journal keeps the kernels apart

@@ -49,6 +49,7 @@ from typing import Any
 
 from twirls.bench.calibrate import reference_seconds
 from twirls.files import write_json
+from twirls.train.cpu import mkl_code_path
 from twirls.train.parallel import available_cores
 
 FORCED = ["dvc", "repro", "-f", "-s"]  # a part's command before the stages it forces
@@ -359,29 +360,6 @@ def machine() -> dict[str, str]:
         model = names[0] if names else model
     return {"cpu": model, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "mkl": mkl_code_path()}
-
-
-def mkl_code_path() -> str | None:
-    """Which of MKL's kernels torch's CPU products run in this process: ``"intel"`` (those of an
-    Intel CPU with this CPU's instructions) or ``"generic"`` (what MKL runs on other vendors'
-    CPUs, AMD's included); ``None`` where torch has no MKL (ARM, macOS) or this is not Linux.
-
-    MKL asks its function ``mkl_serv_intel_cpu_true``. A library preloaded with one of that name
-    (``make mkl-intel-path``, :mod:`twirls.bench.mkl_intel_path`) comes first in the process's
-    global scope, where torch's copy of MKL looks it up; else torch's own copy answers."""
-    import ctypes
-    import sys
-
-    import torch
-
-    library = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
-    if not (sys.platform == "linux" and torch.backends.mkl.is_available() and library.is_file()):
-        return None
-    try:
-        intel = ctypes.CDLL(None).mkl_serv_intel_cpu_true  # a preloaded library's
-    except AttributeError:
-        intel = ctypes.CDLL(str(library)).mkl_serv_intel_cpu_true  # MKL's own vendor check
-    return "intel" if intel() else "generic"
 
 
 def children_cpu_seconds() -> float:

@@ -1,4 +1,5 @@
-"""The CPU settings of a stage's process: torch's thread count and flush-to-zero of denormals.
+"""The CPU settings of a stage's process: torch's thread count and flush-to-zero of denormals;
+and which of MKL's kernels it runs (:func:`mkl_code_path`, part of a run's journal key).
 
 Long trainings with weight decay drive some numbers into the denormal range (|x| < 1.2e-38 in
 float32): Adam's first moment of a weight whose gradient stays zero shrinks by 0.9 per epoch and
@@ -20,6 +21,11 @@ The flags belong to the thread that sets them; threads created later and forked 
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import sys
+from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -36,3 +42,22 @@ def configure_cpu(threads: int | None = None) -> None:
 def flushes_denormals() -> bool:
     """Whether this thread flushes denormals: a float32 denormal times one comes out as zero."""
     return float(torch.tensor([1.0e-40], dtype=torch.float32).mul(1.0).item()) == 0.0
+
+
+@functools.cache
+def mkl_code_path() -> str | None:
+    """Which of MKL's kernels torch's CPU products run in this process: ``"intel"`` (those of an
+    Intel CPU with this CPU's instructions) or ``"generic"`` (what MKL runs on other vendors'
+    CPUs, AMD's included); ``None`` where torch has no MKL (ARM, macOS) or this is not Linux.
+
+    MKL asks its function ``mkl_serv_intel_cpu_true``. A library preloaded with one of that name
+    (``make mkl-intel-path``, docs/costs.md) comes first in the process's global scope, where
+    torch's copy of MKL looks it up; else torch's own copy answers."""
+    library = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+    if not (sys.platform == "linux" and torch.backends.mkl.is_available() and library.is_file()):
+        return None
+    try:
+        intel = ctypes.CDLL(None).mkl_serv_intel_cpu_true  # a preloaded library's
+    except AttributeError:
+        intel = ctypes.CDLL(str(library)).mkl_serv_intel_cpu_true  # MKL's own vendor check
+    return "intel" if intel() else "generic"
