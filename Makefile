@@ -44,9 +44,9 @@ repro: $(STAMP) $(if $(MKL_INTEL_PATH),$(MKL_INTEL_PATH_LIB))
 
 # MKL, torch's BLAS and sparse BLAS on x86-64, runs generic kernels on CPUs not made by Intel.
 # Preloaded, this one-function library (mkl_serv_intel_cpu_true: yes) has it run the kernels of an
-# Intel CPU with the same instructions: on AMD 1.2-1.4x as fast for wide products (GCNII, seeds
-# in batches), slower for one seed's narrow steps, and other rounding in the last bits
-# (docs/costs.md). Opt-in: `make repro MKL_INTEL_PATH=1`.
+# Intel CPU with the same instructions: on AMD ~1.2x as fast for seeds in batches, 1.4x for GCNII's
+# layer, slower for one seed's narrow steps, and other rounding in the last bits (docs/costs.md).
+# Opt-in: `make repro MKL_INTEL_PATH=1`.
 .PHONY: mkl-intel-path
 mkl-intel-path: $(MKL_INTEL_PATH_LIB)
 $(MKL_INTEL_PATH_LIB):
