@@ -10,7 +10,7 @@ runs on an Intel CPU, written to ``reports/benchmarks/mkl-intel-path.json``.
   yes; preloaded (``LD_PRELOAD``; ``make repro MKL_INTEL_PATH=1``) it is found before MKL's own,
   and MKL runs the kernels of an Intel CPU with the same instructions. On an Intel CPU it changes
   nothing. Each record says which kernels ran (``mkl``:
-  :func:`twirls.bench.pipeline.mkl_code_path`).
+  :func:`twirls.train.cpu.mkl_code_path`).
 * Every timing runs in a child process, once without the library (``generic``) and once with it
   (``intel``; the configurations below in alternating order):
 * ``kernels``: products the models run, on one torch thread, the best of ``--repeats`` rounds:
