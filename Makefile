@@ -39,8 +39,8 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml | check-python
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-repro: $(STAMP) $(if $(MKL_INTEL_PATH),$(MKL_INTEL_PATH_LIB))
-	$(if $(MKL_INTEL_PATH),LD_PRELOAD="$(abspath $(MKL_INTEL_PATH_LIB))" )PATH="$(abspath $(BIN)):$$PATH" DVC_NO_ANALYTICS=1 OUTDATED_IGNORE=1 $(BIN)/dvc repro
+repro: $(STAMP) $(if $(filter 1,$(MKL_INTEL_PATH)),$(MKL_INTEL_PATH_LIB))
+	$(if $(filter 1,$(MKL_INTEL_PATH)),LD_PRELOAD="$(abspath $(MKL_INTEL_PATH_LIB))" )PATH="$(abspath $(BIN)):$$PATH" DVC_NO_ANALYTICS=1 OUTDATED_IGNORE=1 $(BIN)/dvc repro
 
 # MKL, torch's BLAS and sparse BLAS on x86-64, runs generic kernels on CPUs not made by Intel.
 # Preloaded, this one-function library (mkl_serv_intel_cpu_true: yes) has it run the kernels of an

@@ -49,8 +49,9 @@ def test_make_repro_preloads_the_library_only_when_asked(tmp_path):
     asked = make("-n", "repro", "MKL_INTEL_PATH=1", f"VENV={tmp_path}").stdout
     assert f'LD_PRELOAD="{lib}" ' in asked
     assert f"-o {tmp_path}/lib/libmkl_intel_path.so -" in asked  # built first, where missing
-    plain = make("-n", "repro", f"VENV={tmp_path}").stdout
-    assert "dvc repro" in plain and "LD_PRELOAD" not in plain and "mkl_serv" not in plain
+    for off in ([], ["MKL_INTEL_PATH=0"]):
+        plain = make("-n", "repro", *off, f"VENV={tmp_path}").stdout
+        assert "dvc repro" in plain and "LD_PRELOAD" not in plain and "mkl_serv" not in plain
 
 
 @needs_make
