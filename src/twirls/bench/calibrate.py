@@ -22,16 +22,22 @@ def _python_work() -> int:
     return total
 
 
+def random_csr(nodes: int, entries: int, gen: torch.Generator) -> torch.Tensor:
+    """A ``nodes x nodes`` CSR matrix of ``entries`` random positions (repeats summed) and
+    uniform values, drawn from ``gen``."""
+    idx = torch.randint(0, nodes, (2, entries), generator=gen)
+    mat = torch.sparse_coo_tensor(idx, torch.rand(entries, generator=gen), (nodes, nodes),
+                                  check_invariants=False).coalesce()
+    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
+        warnings.simplefilter("ignore", UserWarning)
+        return mat.to_sparse_csr()
+
+
 def _torch_work() -> float:
     """Sparse CSR x dense products on a fixed random graph (the kernels TWIRLS' steps run)."""
     gen = torch.Generator().manual_seed(0)
     n, nnz, width = 3000, 30_000, 16
-    idx = torch.randint(0, n, (2, nnz), generator=gen)
-    mat = torch.sparse_coo_tensor(idx, torch.rand(nnz, generator=gen), (n, n),
-                                  check_invariants=False).coalesce()
-    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
-        warnings.simplefilter("ignore", UserWarning)
-        mat = mat.to_sparse_csr()
+    mat = random_csr(n, nnz, gen)
     y = torch.rand(n, width, generator=gen)
     for _ in range(3000):
         y = torch.addmm(y, mat, y).mul_(1e-3)

@@ -34,15 +34,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from twirls.bench.calibrate import reference_seconds
+from twirls.bench.calibrate import random_csr, reference_seconds
 from twirls.bench.pipeline import head_commit, machine
 from twirls.files import write_json
+from twirls.train.cpu import mkl_code_path
 
 LIBRARY = Path(".venv/lib/libmkl_intel_path.so")
 CONFIGS = ["cora-twirls-base-k2", "table8:64:0.1", "cora-gcn", "table4-twirls:nettack-cora"]
@@ -81,12 +81,8 @@ def kernels(repeats: int) -> dict[str, Any]:
                                                                              generator=gen)
         out[name] = {"ms": _best_ms(left, right, repeats, 5),
                      "digest": _digest(left @ right)}
-    nodes, edges = 3327, 12431  # Citeseer's size, self-loops included
-    index = torch.randint(0, nodes, (2, edges), generator=gen)
-    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
-        warnings.simplefilter("ignore", UserWarning)
-        graph = torch.sparse_coo_tensor(index, torch.rand(edges, generator=gen), (nodes, nodes),
-                                        check_invariants=False).coalesce().to_sparse_csr()
+    nodes = 3327
+    graph = random_csr(nodes, 12431, gen)  # Citeseer's size, self-loops included
     for width in CSR_WIDTHS:
         dense = torch.randn(nodes, width, generator=gen)
         out[f"csr-x-dense-width{width}"] = {"ms": _best_ms(graph, dense, repeats, 50),
@@ -162,14 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("reports/benchmarks/mkl-intel-path.json"))
     args = parser.parse_args(argv)
     if args.kernels_only:
-        print(json.dumps({"mkl": machine()["mkl"], "reference_s": reference_seconds(),
+        print(json.dumps({"mkl": mkl_code_path(), "reference_s": reference_seconds(),
                           "kernels": kernels(args.repeats)}))
         return 0
     library = args.lib.resolve()
     if not library.is_file():
         parser.error(f"{args.lib} does not exist: build it with `make mkl-intel-path` (a C "
                      "compiler makes it in a second), or name it with --lib")
-    if machine()["mkl"] is None:
+    if mkl_code_path() is None:
         parser.error("torch has no MKL here (it has on x86-64 Linux): nothing to compare")
     out: dict[str, Any] = {
         "description": "torch's CPU products with MKL's kernels for this CPU (generic: not "
