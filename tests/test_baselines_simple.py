@@ -252,10 +252,11 @@ def test_h2gcn_equals_the_dense_formula():
         build_model("h2gcn", {"rounds": 0}, 6, 3)
 
 
-def test_sgc_seeds_reach_the_same_optimum_so_a_zero_std_is_real():
+def test_sgc_seeds_reach_the_same_optimum():
     """SGC is a weight-decayed softmax regression on fixed features S^K X: a strictly convex
     problem, so seeds that start from independent weights end at the same weights and the same
-    predictions (why Table 2's SGC cells have std 0 over seeds), but only once trained enough."""
+    predictions (why Table 2's SGC cell on Citeseer has a near-zero std over seeds), but only
+    once trained enough."""
     from twirls.data.graph import Split
     from twirls.train.loop import TrainConfig, set_seed, train_run
 

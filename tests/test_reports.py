@@ -184,6 +184,22 @@ def test_an_explanation_of_an_unknown_cell_is_one_clear_error(tmp_path):
         read_explanations(results, path)
 
 
+@pytest.mark.parametrize("text", ["at 10 seeds it lands inside", "the same 1,000 Runs",
+                                  "over 3\tsplits", "Three seeds only"])
+def test_an_explanation_that_states_a_run_count_is_one_clear_error(tmp_path, text):
+    results = build_results([Cell("table10", "cora", "TWIRLS-base[K=1]", "accuracy", 80.0, 0.5,
+                                  10)], read_paper())
+    path = tmp_path / "ex.csv"
+    path.write_text("table,dataset,model,explanation\n"
+                    "table10,cora,TWIRLS-base[K=1],Table 9 runs 5 at a time; a K = 1 run\n"
+                    f"table10,*,*,\"{text}\"\n")
+    with pytest.raises(ValueError, match=r"line 3: '.*' states a run count"):
+        read_explanations(results, path)
+    path.write_text("table,dataset,model,explanation\n"
+                    "table10,cora,TWIRLS-base[K=1],Table 9 runs 5 at a time; a K = 1 run\n")
+    assert len(read_explanations(results, path)) == 1
+
+
 def test_the_committed_explanations_name_existing_cells():
     results = pd.read_csv(Path(__file__).parents[1] / "reports" / "results.csv")
     read_explanations(results)  # raises on a stale row
