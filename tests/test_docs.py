@@ -1,6 +1,7 @@
 """The README stays short and its links hold: at most 200 lines, no commit hash, every relative
 Markdown link of README.md, docs/*.md and the generated reports/benchmarks/README.md resolves,
-and the Python versions the README names are the ones the Makefile accepts."""
+the Python versions the README names are the ones the Makefile accepts, and the counts and
+margins its findings quote are the committed results'."""
 
 from __future__ import annotations
 
@@ -77,3 +78,36 @@ def test_readme_pythons_are_the_makefiles():
     listed = re.search(r"Python ((?:3\.\d+, )*3\.\d+ or 3\.\d+) on Linux", text).group(1)
     assert re.split(r", | or ", listed) == pinned
     assert f"PYTHON=python{pinned[-1]}" in text  # the fix `make` itself suggests
+
+
+def test_the_readmes_numbers_are_the_committed_ones():
+    """The README's findings quote counts and margins: each must be what the committed
+    reports/results.csv and params.yaml say (they go stale when seeds or results change)."""
+    import pandas as pd
+    import yaml
+
+    from twirls.reports.results import status_of
+
+    text = " ".join(README.read_text().split())
+    cells = pd.read_csv(REPO / "reports" / "results.csv")
+
+    def cell(table: str, dataset: str, model: str) -> pd.Series:
+        return cells[(cells.table == table) & (cells.dataset == dataset)
+                     & (cells.model == model)].iloc[0]
+
+    t9 = int(re.search(r"Table 9 runs both variants at (\d+) seeds per cell", text).group(1))
+    assert set(cells[cells.table.isin(["table9", "table9-paper"])].runs) == {t9}
+    m = re.search(r"at its (\d+) seeds they miss the Citeseer TWIRLS cell by ([\d.]+) points, "
+                  r"but at (\d+) seeds", text)
+    table4, miss, wide = int(m.group(1)), float(m.group(2)), int(m.group(3))
+    c = cell("table4", "nettack-citeseer", "TWIRLS")
+    tolerance = max(1.0, 2 * c.paper_std)
+    assert c.runs == table4 and c.status == "differs"
+    assert round(abs(c.delta) - tolerance, 2) == miss
+    for dataset in ("nettack-cora", "nettack-citeseer"):
+        v = cell("variants", dataset, "TWIRLS (attacked) · paper eqs")
+        paper = cell("table4", dataset, "TWIRLS")
+        assert v.runs == wide
+        assert status_of("accuracy", v["mean"] - paper.paper_mean, paper.paper_std) == "reproduced"
+    budget = float(re.search(r"`budget_hours` \((\d+) by default\)", text).group(1))
+    assert yaml.safe_load((REPO / "params.yaml").read_text())["budget_hours"] == budget
