@@ -40,6 +40,79 @@ def test_a_claim_verdict_is_computed_from_the_cells(cora, citeseer, expected):
     results = build_results(attack_cells(cora, citeseer), read_paper())
     assert verdict(evaluate(ATTACK_CLAIM, Values(results))) == expected
 
+HETEROPHILY_CLAIM = {"id": "h", "claim": "c", "source": "s", "test": "t", "checks": [
+    {"rule": "at_least_best_of", "table": "table3", "subject": "TWIRLS", "others": ["GCN"],
+     "datasets": ["texas"], "tolerance": 1.0}]}
+
+
+def split_runs(table3_rows: dict[str, list[float]]):
+    """Cells of Table 3 on Texas and a lookup of their runs, one run on each split."""
+    from statistics import fmean, pstdev
+    cells = [Cell("table3", "texas", m, "accuracy", fmean(v), pstdev(v), len(v))
+             for m, v in table3_rows.items()]
+
+    def runs(table, dataset, model, metric):
+        v = table3_rows.get(model) if (table, dataset) == ("table3", "texas") else None
+        return None if v is None else {(str(i), "0"): x for i, x in enumerate(v)}
+    return build_results(cells, read_paper()), runs
+
+
+def test_cells_on_the_same_splits_are_compared_split_by_split():
+    """The split sets most of a run's score: TWIRLS beats GCN by 0.4-0.6 points on every split,
+    while the splits spread each model over 20 points. Unpaired, the -1-point threshold is well
+    inside the noise (a close call); split by split the difference is sure."""
+    twirls = [60.5, 70.4, 80.6, 65.5, 75.4]
+    gcn = [60.0, 70.0, 80.0, 65.0, 75.0]
+    results, runs = split_runs({"TWIRLS": twirls, "GCN": gcn})
+    unpaired = evaluate(HETEROPHILY_CLAIM, Values(results))
+    assert close_calls(unpaired) == ["texas"]
+    assert "a close call (standard error of the difference 4.4" in unpaired[0].detail
+    paired = Values(results, runs=runs)
+    assert paired.difference_error("table3", "texas", "accuracy", ("TWIRLS", "GCN")) == (
+        pytest.approx(0.0335, abs=1e-4),  # differences 0.5, 0.4, 0.6, 0.5, 0.4: std 0.075
+        "standard error of the per-split difference")
+    outcomes = evaluate(HETEROPHILY_CLAIM, paired)
+    assert outcomes[0].ok and close_calls(outcomes) == []
+    # the same margin with differences spread over splits: a close call, named as paired
+    results, runs = split_runs({"TWIRLS": [64.0, 65.0, 84.0, 62.0, 77.0], "GCN": gcn})
+    outcomes = evaluate(HETEROPHILY_CLAIM, Values(results, runs=runs))
+    assert "a close call (standard error of the per-split difference" in outcomes[0].detail
+
+
+@pytest.mark.parametrize("case", ["one split", "other runs", "unknown"])
+def test_cells_that_do_not_share_several_splits_are_compared_unpaired(case):
+    results, _ = split_runs({"TWIRLS": [60.5, 70.4], "GCN": [60.0, 70.0]})
+    keys = {"one split": ([("0", "0"), ("0", "1")], [("0", "0"), ("0", "1")]),
+            "other runs": ([("0", "0"), ("1", "0")], [("0", "0"), ("2", "0")]),
+            "unknown": ([("0", "0"), ("1", "0")], None)}[case]
+
+    def runs(table, dataset, model, metric):
+        k = keys[0] if model == "TWIRLS" else keys[1]
+        return None if k is None else dict(zip(k, [60.5, 70.4] if model == "TWIRLS"
+                                                 else [60.0, 70.0], strict=True))
+    values = Values(results, runs=runs)
+    assert values.paired_error("table3", "texas", "accuracy", ("TWIRLS", "GCN")) is None
+    assert values.difference_error("table3", "texas", "accuracy", ("TWIRLS", "GCN"))[1] == (
+        "standard error of the difference")
+
+
+def test_cell_runs_reads_a_cells_runs_by_split_and_seed(tmp_path):
+    from twirls.reports.cell_runs import CellRuns
+    path = tmp_path / "texas.csv"
+    path.write_text("table,dataset,model,split,seed,metric,value\n"
+                    "table3,texas,TWIRLS,0,0,accuracy,60.5\n"
+                    "table3,texas,TWIRLS,1,0,accuracy,70.5\n"
+                    "table3,texas,GCN,0,0,accuracy,60.0\n"
+                    "table3,texas,GCN,0,0,accuracy,61.0\n")
+    runs = CellRuns()
+    for model in ("TWIRLS", "GCN"):
+        runs.add(("table3", "texas", model, "accuracy"), path,
+                 {"table": "table3", "dataset": "texas", "metric": "accuracy",
+                  "extra": {"rows": {"model": model}}})
+    assert runs("table3", "texas", "TWIRLS", "accuracy") == {("0", "0"): 60.5, ("1", "0"): 70.5}
+    assert runs("table3", "texas", "GCN", "accuracy") is None  # two runs on one split and seed
+    assert runs("table3", "texas", "MLP", "accuracy") is None  # not added
+
 
 def test_a_comparison_within_one_standard_error_is_a_close_call():
     """Others at 70 ± 1 (5 runs): the standard error of a difference is sqrt(2 / 5) = 0.63. Cora's

@@ -33,8 +33,10 @@ def claims_lines(judged: list[dict[str, Any]]) -> list[str]:
              "Each verdict is computed from the cells named below by the rule in "
              "`src/twirls/reports/claims.yaml` (holds / does not hold / partly / untested: no "
              "data). *Close calls* are the comparisons decided by less than the standard error "
-             "of the difference of the two means (our runs' std / sqrt(runs)): more runs, or "
-             "another CPU's rounding, could turn them either way. The last column applies the "
+             "of the difference of the two means (our runs' std / sqrt(runs); for two cells "
+             "on the same splits, one run each, as in Table 3, the standard error of their "
+             "per-split differences): more runs, or another CPU's rounding, could turn them "
+             "either way. The last column applies the "
              "same rule to the paper's own numbers.", "",
              "| # | claim (paper) | source | verdict | close calls | on the paper's numbers |",
              "|---|---|---|---|---|---|"]

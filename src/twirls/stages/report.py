@@ -15,12 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
 from twirls.config.schema import SWEEP_GROUPS
 from twirls.files import write_text
+from twirls.reports.cell_runs import CellRuns
 from twirls.reports.claims import Values, read_claims
 from twirls.reports.claims_section import claims_lines, verdicts
 from twirls.reports.devices import device_counts, device_lines, stack_counts
@@ -71,8 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"report: {path} not written yet (its stage has not run); its cells stay "
               f"paper-only", file=sys.stderr)
     primary = declared["table9"].get("primary", "paper")  # Table 9's variant (the rule: docs)
-    cells = [with_primary(c, primary) for path in files if path.exists()
-             for c in read_cells(path)]
+    cells, runs = [], CellRuns()
+    for path in (p for p in files if p.exists()):
+        for cell in read_cells(path):
+            named = with_primary(cell, primary)
+            cells.append(named)
+            runs.add((named.table, named.dataset, named.model, named.metric),
+                     path.with_suffix(".csv"), asdict(cell))
     results = build_results(cells, read_paper())
     # numbers are rounded only where they are shown
     write_text(args.reports / "results.csv",
@@ -83,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         Path("metrics/energy") / f"{fig.removeprefix('energy-per-step-')}.json"
         for fig in params.get("figures") or [] if fig.startswith("energy-per-step-")]
     sweeps = {name: read_sweep_points(Path("results") / f"{name}.csv") for name in SWEEP_GROUPS}
-    judged = verdicts(read_claims(), Values(results, sweeps), Values(results, {}, "paper_mean"))
+    judged = verdicts(read_claims(), Values(results, sweeps, runs=runs),
+                      Values(results, {}, "paper_mean"))
     write_index(results, args.reports, figures_present(args.reports, declared_figures),
                 read_explanations(results),
                 sweeps_without_data(args.metrics, set(SWEEP_GROUPS)),
