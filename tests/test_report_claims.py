@@ -73,6 +73,7 @@ def test_cells_on_the_same_splits_are_compared_split_by_split():
         "standard error of the per-split difference")
     outcomes = evaluate(HETEROPHILY_CLAIM, paired)
     assert outcomes[0].ok and close_calls(outcomes) == []
+    assert outcomes[0].detail.endswith("; standard error of the per-split difference 0.03")
     # the same margin with differences spread over splits: a close call, named as paired
     results, runs = split_runs({"TWIRLS": [64.0, 65.0, 84.0, 62.0, 77.0], "GCN": gcn})
     outcomes = evaluate(HETEROPHILY_CLAIM, Values(results, runs=runs))
@@ -121,7 +122,8 @@ def test_a_comparison_within_one_standard_error_is_a_close_call():
     outcomes = evaluate(ATTACK_CLAIM, Values(results))
     assert verdict(outcomes) == "holds" and close_calls(outcomes) == ["nettack-cora"]
     assert "a close call (standard error of the difference 0.63)" in outcomes[0].detail
-    assert "close call" not in outcomes[1].detail
+    assert "close call" not in outcomes[1].detail  # its error is shown all the same
+    assert outcomes[1].detail.endswith("; standard error of the difference 0.63")
     # the paper's numbers have no runs to weigh: never a close call
     assert close_calls(evaluate(ATTACK_CLAIM, Values(results, column="paper_mean"))) == []
     margin = {"id": "m", "claim": "c", "source": "s", "test": "t", "checks": [
@@ -153,6 +155,7 @@ def test_the_best_on_count_is_a_close_call_when_narrow_leads_decide_it(leads, cl
     # each narrow dataset's own line is a close call too: the summary and the lines agree
     assert [o.group for o in outcomes[:-1] if o.close] == narrow
     assert all("close call" in o.detail for o in outcomes[:-1] if o.group in narrow)
+    assert all(o.detail.count("standard error") == 1 for o in outcomes[:-1])  # named once
 
 
 def test_a_claim_without_our_numbers_is_untested_and_partly_when_some_are_missing():

@@ -133,11 +133,14 @@ def _missing(group: str, what: str) -> Outcome:
 def _judged(group: str, value: float, threshold: float, detail: str, stand_in: bool,
             spread: tuple[float | None, str], gap: float | None = None) -> Outcome:
     """``value >= threshold``, a close call when they are less than the standard error apart
-    (``spread``: that error and its name, :meth:`Values.difference_error`)."""
+    (``spread``: that error and its name, :meth:`Values.difference_error`); the detail names
+    the error either way."""
     error, words = spread
     close = error is not None and abs(value - threshold) < error
     if close:
         detail += f"; a close call ({words} {error:.2f})"
+    elif error is not None:
+        detail += f"; {words} {error:.2f}"
     return Outcome(group, value >= threshold - 1e-9, detail, stand_in, gap, error,
                    error_words=words, close=close)
 
@@ -189,7 +192,9 @@ def best_on_at_least(v: Values, c: dict) -> list[Outcome]:
     for o in narrow:  # its own line says so too: "the best" is decided within the noise
         if not o.close:
             o.close = True
-            o.detail += f"; a close call for the best ({o.error_words} {o.error:.2f})"
+            error = f"{o.error_words} {o.error:.2f}"
+            o.detail = (o.detail.removesuffix(f"; {error}")
+                        + f"; a close call for the best ({error})")
     names = f" ({', '.join(o.group for o in best)})" if best else ""
     summary = (f"the best on {n} of {len(per)} datasets{names}"
                + ("" if enough else f", {'untested for' if enough is None else 'not'} "
