@@ -40,6 +40,7 @@ def test_a_claim_verdict_is_computed_from_the_cells(cora, citeseer, expected):
     results = build_results(attack_cells(cora, citeseer), read_paper())
     assert verdict(evaluate(ATTACK_CLAIM, Values(results))) == expected
 
+
 HETEROPHILY_CLAIM = {"id": "h", "claim": "c", "source": "s", "test": "t", "checks": [
     {"rule": "at_least_best_of", "table": "table3", "subject": "TWIRLS", "others": ["GCN"],
      "datasets": ["texas"], "tolerance": 1.0}]}

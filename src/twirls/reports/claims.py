@@ -10,9 +10,9 @@ checks run on the paper's own numbers, as a check of the rule itself.
 A comparison of two means is a *close call* when its distance from the rule's threshold is
 below the standard error of their difference (our runs' spread): more runs, or another
 machine's rounding, could turn it either way. The report names those groups beside the verdict.
-Two cells that ran the same several splits, one run each (Table 3's ten splits of the
-heterophily sets), are compared split by split, as the split decides much of a run's score
-(its test nodes): the error is that of the mean of their per-split differences,
+Two cells that ran the same runs on several splits (Table 3: the ten splits of the
+heterophily sets, one run each) are compared split by split, as the split decides much of a
+run's score (its test nodes): the error is that of the mean of their per-split differences,
 ``pstdev(a_i - b_i) / sqrt(n)``. Any other two cells (the seeds of one split, as on the
 citation and attacked graphs, share nothing but the split) give
 ``sqrt(std_a² / runs_a + std_b² / runs_b)``.
