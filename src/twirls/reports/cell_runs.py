@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from twirls.reports.claims import RunScores
 from twirls.reports.runs import read_runs, rows_of_cell
 
 
@@ -25,7 +26,7 @@ class CellRuns:
         self._where[key] = (runs_file, cell)
 
     def __call__(self, table: str, dataset: str, model: str,
-                 metric: str) -> dict[tuple[str, str], float] | None:
+                 metric: str) -> RunScores | None:
         """``{(split, seed): score}`` of one cell; None when unknown or when two of its runs
         share a split and seed."""
         found = self._where.get((table, dataset, model, metric))
