@@ -81,6 +81,25 @@ def test_cells_on_the_same_splits_are_compared_split_by_split():
     assert "a close call (standard error of the per-split difference" in outcomes[0].detail
 
 
+def test_several_seeds_of_a_split_are_averaged_before_the_splits_are_compared():
+    """Two seeds a split: each model's seeds of a split differ by 4 points, their means by
+    exactly 1 on every split, so the per-split difference has no spread. Pairing seed with seed
+    (seed ``s`` of two models shares nothing) would see a spread of 4 points and report 1.63."""
+    twirls = {("0", "0"): 62.0, ("0", "1"): 58.0, ("1", "0"): 72.0, ("1", "1"): 68.0,
+              ("2", "0"): 82.0, ("2", "1"): 78.0}
+    gcn = {("0", "0"): 57.0, ("0", "1"): 61.0, ("1", "0"): 67.0, ("1", "1"): 71.0,
+           ("2", "0"): 77.0, ("2", "1"): 81.0}
+    results, _ = split_runs({"TWIRLS": list(twirls.values()), "GCN": list(gcn.values())})
+    values = Values(results, runs=lambda t, d, model, m: twirls if model == "TWIRLS" else gcn)
+    assert values.paired_error("table3", "texas", "accuracy", ("TWIRLS", "GCN")) == 0.0
+    # a split where the means differ by 4 instead: the spread of three per-split means (1, 1,
+    # 4): pstdev 1.414 over sqrt(3) splits, not over sqrt(6) runs
+    gcn = {**gcn, ("2", "0"): 74.0, ("2", "1"): 78.0}
+    values = Values(results, runs=lambda t, d, model, m: twirls if model == "TWIRLS" else gcn)
+    assert values.paired_error("table3", "texas", "accuracy", ("TWIRLS", "GCN")) == (
+        pytest.approx(2 ** 0.5 / 3 ** 0.5))
+
+
 @pytest.mark.parametrize("case", ["one split", "other runs", "unknown"])
 def test_cells_that_do_not_share_several_splits_are_compared_unpaired(case):
     results, _ = split_runs({"TWIRLS": [60.5, 70.4], "GCN": [60.0, 70.0]})

@@ -107,14 +107,22 @@ class Values:
 
     def paired_error(self, table: str, dataset: str, metric: str,
                      models: tuple[str, str]) -> float | None:
-        """``pstdev(a_i - b_i) / sqrt(n)`` over the runs of two cells that ran exactly the same
-        ``(split, seed)`` runs on more than one split; None otherwise."""
+        """``pstdev(d_i) / sqrt(n)`` over the ``n`` splits of two cells that ran exactly the same
+        ``(split, seed)`` runs on more than one split, ``d_i`` the difference of their means on
+        split ``i``; None otherwise. Seeds of one split are averaged, not paired: seed ``s`` of
+        two models shares nothing, and what a model gains or loses on a split it does on each
+        of that split's seeds, so their differences are not independent."""
         if self.column != "mean" or self.runs is None:
             return None
         a, b = (self.runs(table, dataset, m, metric) for m in models)
-        if not a or not b or a.keys() != b.keys() or len({split for split, _ in a}) < 2:
+        if not a or not b or a.keys() != b.keys():
             return None
-        differences = [a[k] - b[k] for k in a]
+        by_split: dict[str, list[float]] = {}
+        for split, seed in a:
+            by_split.setdefault(split, []).append(a[split, seed] - b[split, seed])
+        if len(by_split) < 2:
+            return None
+        differences = [statistics.fmean(d) for d in by_split.values()]
         return statistics.pstdev(differences) / math.sqrt(len(differences))
 
     def curve(self, sweep: str, curve: str, x: str) -> list[tuple[Any, float]]:
