@@ -13,9 +13,9 @@ machine's rounding, could turn it either way. The report names those groups besi
 Two cells that ran the same runs on several splits (Table 3: the ten splits of the
 heterophily sets, one run each) are compared split by split, as the split decides much of a
 run's score (its test nodes): the error is that of the mean of their per-split differences,
-``pstdev(a_i - b_i) / sqrt(n)``. Any other two cells (the seeds of one split, as on the
-citation and attacked graphs, share nothing but the split) give
-``sqrt(std_a² / runs_a + std_b² / runs_b)``.
+``pstdev(d_i) / sqrt(n)`` (:func:`per_split_error`; a split's seeds averaged first). Any other
+two cells (the seeds of one split, as on the citation and attacked graphs, share nothing but
+the split) give ``sqrt(std_a² / runs_a + std_b² / runs_b)``.
 """
 
 from __future__ import annotations
@@ -107,23 +107,11 @@ class Values:
 
     def paired_error(self, table: str, dataset: str, metric: str,
                      models: tuple[str, str]) -> float | None:
-        """``pstdev(d_i) / sqrt(n)`` over the ``n`` splits of two cells that ran exactly the same
-        ``(split, seed)`` runs on more than one split, ``d_i`` the difference of their means on
-        split ``i``; None otherwise. Seeds of one split are averaged, not paired: seed ``s`` of
-        two models shares nothing, and what a model gains or loses on a split it does on each
-        of that split's seeds, so their differences are not independent."""
+        """:func:`per_split_error` of two cells' runs; None without a way to read them."""
         if self.column != "mean" or self.runs is None:
             return None
         a, b = (self.runs(table, dataset, m, metric) for m in models)
-        if not a or not b or a.keys() != b.keys():
-            return None
-        by_split: dict[str, list[float]] = {}
-        for split, seed in a:
-            by_split.setdefault(split, []).append(a[split, seed] - b[split, seed])
-        if len(by_split) < 2:
-            return None
-        differences = [statistics.fmean(d) for d in by_split.values()]
-        return statistics.pstdev(differences) / math.sqrt(len(differences))
+        return per_split_error(a, b) if a and b else None
 
     def curve(self, sweep: str, curve: str, x: str) -> list[tuple[Any, float]]:
         """``[(x value, mean)]`` of one curve, by x; a curve without x gives ``[(None, mean)]``."""
@@ -132,6 +120,23 @@ class Values:
         pts = [p for p in self.sweeps.get(sweep, []) if p["curve"] == curve]
         return sorted(((p["point"].get(x), p["mean"]) for p in pts),
                       key=lambda t: (t[0] is not None, t[0] if t[0] is not None else 0))
+
+
+def per_split_error(a: RunScores, b: RunScores) -> float | None:
+    """``pstdev(d_i) / sqrt(n)`` over the ``n`` splits of two cells that ran exactly the same
+    ``(split, seed)`` runs on more than one split, ``d_i`` the difference of their means on
+    split ``i``; None otherwise. Seeds of one split are averaged, not paired: seed ``s`` of two
+    models shares nothing, and what a model gains or loses on a split it does on each of that
+    split's seeds, so their differences are not independent."""
+    if a.keys() != b.keys():
+        return None
+    by_split: dict[str, list[float]] = {}
+    for split, seed in a:
+        by_split.setdefault(split, []).append(a[split, seed] - b[split, seed])
+    if len(by_split) < 2:
+        return None
+    differences = [statistics.fmean(d) for d in by_split.values()]
+    return statistics.pstdev(differences) / math.sqrt(len(differences))
 
 
 def _missing(group: str, what: str) -> Outcome:
