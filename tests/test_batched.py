@@ -762,6 +762,41 @@ def test_the_stages_row_operator_reaches_the_trainer():
     assert any(key[0] == "row_operator" for key in inp.ops._cache)
 
 
+def test_every_splits_batches_share_one_pool(monkeypatch):
+    """Several splits of a few seeds each (Table 3 with ``seeds`` above 1): the stage's path
+    trains every split's batches in one pool, so a split of one batch does not leave the other
+    workers idle, with the runs, their order and the first model of training split by split."""
+    from twirls.train import experiment
+    from twirls.train.experiment import run_experiment, run_inputs
+
+    from fixtures import toy_data
+
+    data = toy_data()
+    exp = {"dataset": "toy", "model": "mlp", "model_cfg": {"hidden": 8, "dropout": 0.5},
+           "train_cfg": {"epochs": 6, "lr": 0.05}}
+    inp = run_inputs(exp, data, torch.device("cpu"), progress=False)
+    want = [run_seeds_batched(inp.build, inp.ops, inp.x, data.labels, data.splits[split],
+                              inp.cfg, [1000 * i, 1000 * i + 1], BatchConfig(batch=2),
+                              keep_first_model=i == 0) for i, split in enumerate(inp.splits)]
+    pools = []
+    real = experiment.run_all
+
+    def counting(runs, jobs=1, **kw):
+        pools.append(len(runs))
+        return real(runs, jobs, **kw)
+
+    monkeypatch.setattr(experiment, "run_all", counting)
+    for jobs in (1, 2):
+        got = run_experiment(exp, data, 2, torch.device("cpu"), progress=False, jobs=jobs,
+                             keep_first_model=True, batch=2)
+        assert [(r.seed, r.history, r.test) for r in got.runs] == [
+            (r.seed, r.history, r.test) for res in want for r in res.runs]
+        assert [r.seed for r in got.runs] == [0, 1, 1000, 1001]
+        for name, value in want[0].first_model.items():
+            assert torch.equal(got.first_model[name], value)
+    assert pools == [2, 2]  # one pool of the two splits' batches, each time
+
+
 def test_an_entrys_own_batch_wins_over_train_batch():
     """A train entry's ``batch`` (next to its ``seeds``) decides how its seeds train, else
     ``train.batch``: Citeseer's and Pubmed's GCNII entries train one run a seed (batching does

@@ -207,15 +207,24 @@ def seed_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.de
     :func:`batch_inputs` allows it; else one seed per run (:func:`experiment_runs`). Either
     way :func:`flat_results` of their outcomes are the runs in :func:`experiment_runs`'
     order. ``row_operator``: see :func:`run_experiment`."""
-    from twirls.train.batched import BatchConfig, batch_runs
+    from twirls.train.batched import BatchConfig
 
     inp = batch_inputs(exp, data, seeds, device, batch)
     if inp is None:
         return experiment_runs(exp, data, seeds, device, progress=progress)
+    return split_batches(inp, data, seeds, BatchConfig(batch=batch, row_operator=row_operator))
+
+
+def split_batches(inp: RunInputs, data: GraphData, seeds: int, batch: BatchConfig
+                  ) -> list[Callable[[], list[RunResult]]]:
+    """The batches of ``batch.batch`` seeds of every split of ``inp`` (split ``i`` with the
+    seeds ``1000 i + s``), split by split, not yet started
+    (:func:`twirls.train.batched.batch_runs`)."""
+    from twirls.train.batched import batch_runs
+
     return [run for i, split in enumerate(inp.splits)
             for run in batch_runs(inp.build, inp.ops, inp.x, data.labels, data.splits[split],
-                                  inp.cfg, [1000 * i + s for s in range(seeds)],
-                                  BatchConfig(batch=batch, row_operator=row_operator))]
+                                  inp.cfg, [1000 * i + s for s in range(seeds)], batch)]
 
 
 def flat_results(outcomes: list[RunResult | list[RunResult]]) -> list[RunResult]:
@@ -226,20 +235,20 @@ def flat_results(outcomes: list[RunResult | list[RunResult]]) -> list[RunResult]
 
 def _batched(inp: RunInputs, data: GraphData, seeds: int, batch: BatchConfig, jobs: int,
              keep_first_model: bool, progress: bool) -> SeedsResult:
-    """:func:`run_experiment`'s runs as batches of ``batch.batch`` seeds, split by split (split
-    ``i`` with the seeds ``1000 i + s``)."""
-    from twirls.train.batched import run_seeds_batched
-
-    cfg = replace(inp.cfg, progress=progress)
-    runs, first = [], None
-    for i, split in enumerate(inp.splits):
-        result = run_seeds_batched(inp.build, inp.ops, inp.x, data.labels, data.splits[split],
-                                   cfg, [1000 * i + s for s in range(seeds)],
-                                   batch, jobs,
-                                   keep_first_model=keep_first_model and i == 0)
-        runs += result.runs
-        first = first if i else result.first_model
-    return SeedsResult(runs, first_model=first)
+    """:func:`run_experiment`'s runs as batches of ``batch.batch`` seeds
+    (:func:`split_batches`), every split's batches in one pool of ``jobs`` workers (split by
+    split, a split of one batch would leave the other workers idle)."""
+    runs: list[Callable[[], Any]] = split_batches(replace(inp, cfg=replace(inp.cfg,
+                                                                            progress=progress)),
+                                                  data, seeds, batch)
+    if keep_first_model and runs:
+        runs[0] = partial(runs[0], keep_models=True)
+    results = run_all(runs, jobs, desc="batches", progress=progress)
+    first_model = None
+    if keep_first_model and results:
+        results[0], weights = results[0]
+        first_model = weights[0]
+    return SeedsResult(flat_results(results), first_model=first_model)
 
 
 def row_identity(exp: dict[str, Any], table: str, label: str
