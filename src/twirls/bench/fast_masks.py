@@ -31,7 +31,7 @@ import torch
 
 from twirls.bench.batched_seeds import load
 from twirls.bench.calibrate import reference_seconds
-from twirls.bench.pipeline import head_commit, machine
+from twirls.bench.pipeline import bench_header
 from twirls.config.entries import train_entry
 from twirls.data.registry import load_dataset
 from twirls.files import write_json
@@ -122,15 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     configure_cpu(1)  # params.yaml `threads: 1`, as every stage
     old = json.loads(args.out.read_text()) if args.out.is_file() else {}
     kept = [r for r in old.get("records", []) if r["config"] not in args.configs]
-    out = {
-        "description": "milliseconds of one epoch (training step + evaluation forward) of a run "
-                       "trained alone, dropout masks from torch's generator (masks: torch) vs "
-                       "the run's own fast stream (masks: fast); speedup = torch / fast",
-        "command": "python -m twirls.bench.fast_masks " + " ".join(sys.argv[1:]
-                                                                   if argv is None else argv),
-        "commit": head_commit(Path.cwd()), **machine(), "torch": torch.__version__,
-        "threads": 1, "records": kept,
-    }
+    out = bench_header("fast_masks", argv, (
+        "milliseconds of one epoch (training step + evaluation forward) of a run trained alone, "
+        "dropout masks from torch's generator (masks: torch) vs the run's own fast stream "
+        "(masks: fast); speedup = torch / fast"))
+    out["records"] = kept
     for name in args.configs:
         out["records"].append(bench_config(name, args, params))
         write_json(args.out, out)

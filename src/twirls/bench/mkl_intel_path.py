@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from twirls.bench.calibrate import random_csr, reference_seconds
-from twirls.bench.pipeline import head_commit, machine
+from twirls.bench.pipeline import bench_header
 from twirls.files import write_json
 from twirls.train.cpu import mkl_code_path
 
@@ -167,15 +167,10 @@ def main(argv: list[str] | None = None) -> int:
                      "compiler makes it in a second), or name it with --lib")
     if mkl_code_path() is None:
         parser.error("torch has no MKL here (it has on x86-64 Linux): nothing to compare")
-    out: dict[str, Any] = {
-        "description": "torch's CPU products with MKL's kernels for this CPU (generic: not "
-                       "preloaded) against those of an Intel CPU with the same instructions "
-                       "(intel: LD_PRELOAD of `make mkl-intel-path`'s library); "
-                       "speedup = generic / intel",
-        "command": "python -m twirls.bench.mkl_intel_path " + " ".join(
-            sys.argv[1:] if argv is None else argv),
-        "commit": head_commit(Path.cwd()), **machine(), "torch": torch.__version__,
-        "threads": 1}
+    out = bench_header("mkl_intel_path", argv, (
+        "torch's CPU products with MKL's kernels for this CPU (generic: not preloaded) against "
+        "those of an Intel CPU with the same instructions (intel: LD_PRELOAD of `make "
+        "mkl-intel-path`'s library); speedup = generic / intel"))
     out["sides"], out["kernels"] = compare_kernels(library, args.repeats)
     out["records"] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -340,6 +340,20 @@ def run_header(repo: Path) -> dict[str, Any]:
             **machine(), "reference_s": reference_seconds()}
 
 
+def bench_header(module: str, argv: list[str] | None, description: str,
+                 threads: int | None = 1) -> dict[str, Any]:
+    """The fields every benchmark file opens with: what it measures, the command that wrote it
+    (``python -m twirls.bench.<module>`` with ``argv``, else this process's arguments), the
+    commit, the machine, torch and its threads."""
+    import torch
+
+    args = sys.argv[1:] if argv is None else argv
+    return {"description": description,
+            "command": " ".join([f"python -m twirls.bench.{module}", *args]),
+            "commit": head_commit(Path.cwd()), **machine(), "torch": torch.__version__,
+            "threads": threads}
+
+
 def slowest(stages: dict[str, float], count: int = 15) -> dict[str, float]:
     """The ``count`` longest stages, longest first."""
     return dict(sorted(stages.items(), key=lambda kv: -kv[1])[:count])

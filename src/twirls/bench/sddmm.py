@@ -34,7 +34,7 @@ from unittest import mock
 import torch
 
 from twirls.bench.calibrate import reference_seconds
-from twirls.bench.pipeline import head_commit, machine
+from twirls.bench.pipeline import bench_header
 from twirls.data.registry import load_dataset
 from twirls.files import write_json
 from twirls.models import graph_ops
@@ -113,13 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_cpu(1)
     params = read_all()
-    out: dict[str, Any] = {
-        "description": __doc__.split("\n\n")[0].replace("\n", " "),
-        "command": "python -m twirls.bench.sddmm " + " ".join(sys.argv[1:] if argv is None
-                                                             else argv),
-        "commit": head_commit(Path(".")), **machine(), "torch": torch.__version__, "threads": 1,
-        "min_width": graph_ops.SDDMM_MIN_WIDTH, "group_width": graph_ops.SDDMM_GROUP_WIDTH,
-        "reference_s": reference_seconds(), "records": []}
+    out = {**bench_header("sddmm", argv, __doc__.split("\n\n")[0].replace("\n", " ")),
+           "min_width": graph_ops.SDDMM_MIN_WIDTH, "group_width": graph_ops.SDDMM_GROUP_WIDTH,
+           "reference_s": reference_seconds(), "records": []}
     gen = torch.Generator().manual_seed(0)
     for dataset in args.datasets:
         data = attacked_graph(load_dataset(dataset, args.raw), "fast", args.raw, args.attacked)

@@ -32,7 +32,7 @@ import torch
 
 from twirls.bench.batched_seeds import load
 from twirls.bench.calibrate import reference_seconds
-from twirls.bench.pipeline import head_commit, machine
+from twirls.bench.pipeline import bench_header
 from twirls.config.entries import seeds_and_batch, train_entry
 from twirls.data.registry import load_dataset
 from twirls.files import write_json
@@ -59,7 +59,7 @@ def entries_of(dataset: str, table3: dict[str, Any], skip: set[str]) -> dict[str
 
 def first_seeds(scores: RunScores) -> RunScores:
     """The runs of each split's first seed."""
-    first = {split: min(s for sp, s in scores if sp == split) for split, _ in scores}
+    first = {split: min((s for sp, s in scores if sp == split), key=int) for split, _ in scores}
     return {(split, seed): v for (split, seed), v in scores.items() if first[split] == seed}
 
 
@@ -145,17 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     params = read_all(Path("."))
     configure_cpu(params.get("threads"))  # as every stage
     old = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    out = {
-        "description": "Table 3 at one seed a split (the first of each) and at `seeds` a split "
-                       "from one run of each model: means, the spread of a split's seeds, and "
-                       "TWIRLS minus each model with the per-split standard error the claims "
-                       "use (twirls.reports.claims.per_split_error)",
-        "command": "python -m twirls.bench.split_seeds " + " ".join(
-            sys.argv[1:] if argv is None else argv),
-        "commit": head_commit(Path.cwd()), **machine(), "torch": torch.__version__,
-        "threads": params.get("threads"),
-        "records": [r for r in old.get("records", []) if r["dataset"] not in args.datasets],
-    }
+    out = bench_header("split_seeds", argv, (
+        "Table 3 at one seed a split (the first of each) and at `seeds` a split from one run of "
+        "each model: means, the spread of a split's seeds, and TWIRLS minus each model with the "
+        "per-split standard error the claims use (twirls.reports.claims.per_split_error)"),
+        params.get("threads"))
+    out["records"] = [r for r in old.get("records", []) if r["dataset"] not in args.datasets]
     for dataset in args.datasets:
         out["records"].append(bench_dataset(dataset, args, params))
         write_json(args.out, out)
