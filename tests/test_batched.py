@@ -766,7 +766,7 @@ def test_every_splits_batches_share_one_pool(monkeypatch):
     """Several splits of a few seeds each (Table 3 with ``seeds`` above 1): the stage's path
     trains every split's batches in one pool, so a split of one batch does not leave the other
     workers idle, with the runs, their order and the first model of training split by split."""
-    from twirls.train import experiment
+    from twirls.train.batched import trainer
     from twirls.train.experiment import run_experiment, run_inputs
 
     from fixtures import toy_data
@@ -779,13 +779,13 @@ def test_every_splits_batches_share_one_pool(monkeypatch):
                               inp.cfg, [1000 * i, 1000 * i + 1], BatchConfig(batch=2),
                               keep_first_model=i == 0) for i, split in enumerate(inp.splits)]
     pools = []
-    real = experiment.run_all
+    real = trainer.run_all
 
     def counting(runs, jobs=1, **kw):
         pools.append(len(runs))
         return real(runs, jobs, **kw)
 
-    monkeypatch.setattr(experiment, "run_all", counting)
+    monkeypatch.setattr(trainer, "run_all", counting)
     for jobs in (1, 2):
         got = run_experiment(exp, data, 2, torch.device("cpu"), progress=False, jobs=jobs,
                              keep_first_model=True, batch=2)
@@ -794,7 +794,7 @@ def test_every_splits_batches_share_one_pool(monkeypatch):
         assert [r.seed for r in got.runs] == [0, 1, 1000, 1001]
         for name, value in want[0].first_model.items():
             assert torch.equal(got.first_model[name], value)
-    assert pools == [2, 2]  # one pool of the two splits' batches, each time
+    assert pools == [2, 2]  # one pool of the two splits' batches each time, not one a split
 
 
 def test_an_entrys_own_batch_wins_over_train_batch():

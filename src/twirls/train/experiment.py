@@ -238,17 +238,10 @@ def _batched(inp: RunInputs, data: GraphData, seeds: int, batch: BatchConfig, jo
     """:func:`run_experiment`'s runs as batches of ``batch.batch`` seeds
     (:func:`split_batches`), every split's batches in one pool of ``jobs`` workers (split by
     split, a split of one batch would leave the other workers idle)."""
-    runs: list[Callable[[], Any]] = split_batches(replace(inp, cfg=replace(inp.cfg,
-                                                                            progress=progress)),
-                                                  data, seeds, batch)
-    if keep_first_model and runs:
-        runs[0] = partial(runs[0], keep_models=True)
-    results = run_all(runs, jobs, desc="batches", progress=progress)
-    first_model = None
-    if keep_first_model and results:
-        results[0], weights = results[0]
-        first_model = weights[0]
-    return SeedsResult(flat_results(results), first_model=first_model)
+    from twirls.train.batched import run_batches
+
+    inp = replace(inp, cfg=replace(inp.cfg, progress=progress))
+    return run_batches(split_batches(inp, data, seeds, batch), jobs, keep_first_model, progress)
 
 
 def row_identity(exp: dict[str, Any], table: str, label: str

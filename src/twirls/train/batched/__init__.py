@@ -10,9 +10,10 @@ from twirls.train.batched.trainer import (
     BatchConfig,
     Selection,
     batch_runs,
+    run_batches,
     run_seeds_batched,
     train_batch,
 )
 
 __all__ = ["BATCHED", "BatchConfig", "Batched", "Masks", "Selection", "Stacked", "batch_runs",
-           "run_seeds_batched", "stack_models", "train_batch"]
+           "run_batches", "run_seeds_batched", "stack_models", "train_batch"]

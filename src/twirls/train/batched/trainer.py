@@ -298,11 +298,19 @@ def run_seeds_batched(build_model: Callable[[], nn.Module], ops: GraphOps, x: Te
     (:func:`train_batch`), the batches in ``jobs`` worker processes; one :class:`SeedsResult`
     over all seeds, in order. ``keep_first_model``: also the first seed's weights after its last
     epoch (``SeedsResult.first_model``)."""
-    runs: list[Callable[[], Any]] = batch_runs(build_model, ops, x, labels, split, cfg, seeds,
-                                               batch)
+    return run_batches(batch_runs(build_model, ops, x, labels, split, cfg, seeds, batch), jobs,
+                       keep_first_model, cfg.progress)
+
+
+def run_batches(batches: Sequence[Callable[[], list[RunResult]]], jobs: int = 1,
+                keep_first_model: bool = False, progress: bool = False) -> SeedsResult:
+    """The batches of :func:`batch_runs` (of one split or of several), in ``jobs`` worker
+    processes; one :class:`SeedsResult` over all their seeds, in order. ``keep_first_model``:
+    also the first seed's weights after its last epoch (``SeedsResult.first_model``)."""
+    runs: list[Callable[[], Any]] = list(batches)
     if keep_first_model and runs:
         runs[0] = partial(runs[0], keep_models=True)
-    results = run_all(runs, jobs, desc="batches", progress=cfg.progress)
+    results = run_all(runs, jobs, desc="batches", progress=progress)
     first_model = None
     if keep_first_model and results:
         results[0], weights = results[0]
