@@ -100,6 +100,20 @@ def test_several_seeds_of_a_split_are_averaged_before_the_splits_are_compared():
         pytest.approx(2 ** 0.5 / 3 ** 0.5))
 
 
+def test_cells_with_other_seed_counts_on_the_same_splits_pair_by_split():
+    """Two seeds a split against one (Geom-GCN keeps its authors' one run a split): the split
+    means pair all the same; a cell with more seeds on one split than another does not pair."""
+    from twirls.reports.claims import per_split_error
+
+    two = {("0", "0"): 62.0, ("0", "1"): 58.0, ("1", "0"): 72.0, ("1", "1"): 68.0}
+    one = {("0", "0"): 59.0, ("1", "0"): 66.0}
+    assert per_split_error(two, one) == pytest.approx(1.5 / 2 ** 0.5)  # differences 1, 4
+    assert per_split_error(one, two) == pytest.approx(1.5 / 2 ** 0.5)
+    uneven = {**one, ("1", "1"): 70.0}
+    assert per_split_error(two, uneven) is None
+    assert per_split_error(two, {("0", "0"): 59.0, ("2", "0"): 66.0}) is None  # other splits
+
+
 @pytest.mark.parametrize("case", ["one split", "other runs", "unknown"])
 def test_cells_that_do_not_share_several_splits_are_compared_unpaired(case):
     results, _ = split_runs({"TWIRLS": [60.5, 70.4], "GCN": [60.0, 70.0]})

@@ -10,7 +10,7 @@ checks run on the paper's own numbers, as a check of the rule itself.
 A comparison of two means is a *close call* when its distance from the rule's threshold is
 below the standard error of their difference (our runs' spread): more runs, or another
 machine's rounding, could turn it either way. The report names those groups beside the verdict.
-Two cells that ran the same runs on several splits (Table 3: the ten splits of the
+Two cells that ran on the same several splits (Table 3: the ten splits of the
 heterophily sets, one run each) are compared split by split, as the split decides much of a
 run's score (its test nodes): the error is that of the mean of their per-split differences,
 ``pstdev(d_i) / sqrt(n)`` (:func:`per_split_error`; a split's seeds averaged first). Any other
@@ -123,19 +123,24 @@ class Values:
 
 
 def per_split_error(a: RunScores, b: RunScores) -> float | None:
-    """``pstdev(d_i) / sqrt(n)`` over the ``n`` splits of two cells that ran exactly the same
-    ``(split, seed)`` runs on more than one split, ``d_i`` the difference of their means on
-    split ``i``; None otherwise. Seeds of one split are averaged, not paired: seed ``s`` of two
-    models shares nothing, and what a model gains or loses on a split it does on each of that
-    split's seeds, so their differences are not independent."""
-    if a.keys() != b.keys():
+    """``pstdev(d_i) / sqrt(n)`` over the ``n`` splits of two cells that ran on the same splits,
+    more than one, ``d_i`` the difference of their means on split ``i``; None otherwise, and
+    when a cell ran more seeds on one split than on another (its mean would then weigh the
+    splits unequally, and no longer be the mean of its split means). Seeds of one split are
+    averaged, not paired: seed ``s`` of two models shares nothing, and what a model gains or
+    loses on a split it does on each of that split's seeds, so their differences are not
+    independent. The two cells may run other numbers of seeds a split."""
+    means = []
+    for scores in (a, b):
+        by_split: dict[str, list[float]] = {}
+        for (split, _), value in scores.items():
+            by_split.setdefault(split, []).append(value)
+        if len({len(v) for v in by_split.values()}) != 1:
+            return None
+        means.append({split: statistics.fmean(v) for split, v in by_split.items()})
+    if means[0].keys() != means[1].keys() or len(means[0]) < 2:
         return None
-    by_split: dict[str, list[float]] = {}
-    for split, seed in a:
-        by_split.setdefault(split, []).append(a[split, seed] - b[split, seed])
-    if len(by_split) < 2:
-        return None
-    differences = [statistics.fmean(d) for d in by_split.values()]
+    differences = [means[0][split] - means[1][split] for split in means[0]]
     return statistics.pstdev(differences) / math.sqrt(len(differences))
 
 
