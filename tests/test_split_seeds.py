@@ -49,3 +49,20 @@ def test_one_seed_a_split_is_refused_with_one_line(capsys):
         split_seeds.main(["--seeds", "1"])
     assert exc.value.code == 2
     assert "at least 2 seeds a split" in capsys.readouterr().err
+
+
+def test_an_unknown_entry_to_skip_is_refused_with_one_line(capsys):
+    with pytest.raises(SystemExit) as exc:
+        split_seeds.main(["--skip", "texas-gta"])
+    assert exc.value.code == 2
+    assert "texas-gta is no entry of params/table3.yaml" in capsys.readouterr().err
+
+
+def test_a_dataset_that_is_not_there_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        split_seeds.main(["--datasets", "cornell", "--raw", str(tmp_path),
+                          "--out", str(tmp_path / "out.json")])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("split_seeds: ") and "cornell" in err and "Traceback" not in err
+    assert not (tmp_path / "out.json").exists()

@@ -34,7 +34,7 @@ from twirls.bench.batched_seeds import load
 from twirls.bench.calibrate import reference_seconds
 from twirls.bench.pipeline import bench_header
 from twirls.config.entries import seeds_and_batch, train_entry
-from twirls.data.registry import load_dataset
+from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.files import write_json
 from twirls.params import read_all
 from twirls.reports.claims import RunScores, per_split_error
@@ -143,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds < 2:
         parser.error("--seeds: at least 2 seeds a split (one is what the stages run)")
     params = read_all(Path("."))
+    unknown = sorted(set(args.skip) - set(params["table3"]))
+    if unknown:
+        parser.error(f"--skip: {', '.join(unknown)} is no entry of params/table3.yaml")
     configure_cpu(params.get("threads"))  # as every stage
     old = json.loads(args.out.read_text()) if args.out.is_file() else {}
     out = bench_header("split_seeds", argv, (
@@ -152,7 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         params.get("threads"))
     out["records"] = [r for r in old.get("records", []) if r["dataset"] not in args.datasets]
     for dataset in args.datasets:
-        out["records"].append(bench_dataset(dataset, args, params))
+        try:
+            out["records"].append(bench_dataset(dataset, args, params))
+        except DatasetUnavailable as exc:
+            parser.exit(1, f"split_seeds: {exc}\n")
         write_json(args.out, out)
     return 0
 
