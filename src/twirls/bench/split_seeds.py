@@ -37,7 +37,7 @@ from twirls.config.entries import seeds_and_batch, train_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.files import write_json
 from twirls.params import read_all
-from twirls.reports.claims import RunScores, per_split_error
+from twirls.reports.claims import RunScores, by_split, per_split_error
 from twirls.train.cpu import configure_cpu
 from twirls.train.experiment import run_experiment
 from twirls.train.parallel import resolve_jobs
@@ -63,17 +63,9 @@ def first_seeds(scores: RunScores) -> RunScores:
     return {(split, seed): v for (split, seed), v in scores.items() if first[split] == seed}
 
 
-def as_first(scores: RunScores) -> RunScores:
-    """``first_seeds`` keyed ``(split, "0")``, so two models' first runs pair."""
-    return {(split, "0"): v for (split, _), v in first_seeds(scores).items()}
-
-
 def seed_spread(scores: RunScores) -> float:
     """The mean over splits of the ``pstdev`` of a split's seeds."""
-    by_split: dict[str, list[float]] = {}
-    for (split, _), v in scores.items():
-        by_split.setdefault(split, []).append(v)
-    return statistics.fmean(statistics.pstdev(v) for v in by_split.values())
+    return statistics.fmean(statistics.pstdev(v) for v in by_split(scores).values())
 
 
 def run_scores(exp: dict[str, Any], data: Any, seeds: int, params: dict[str, Any]
@@ -93,7 +85,8 @@ def run_scores(exp: dict[str, Any], data: Any, seeds: int, params: dict[str, Any
 def comparison(a: RunScores, b: RunScores) -> dict[str, Any]:
     """Mean difference of ``a`` and ``b`` and its per-split error, at one seed and at all."""
     out = {}
-    for label, (x, y) in {"one_seed": (as_first(a), as_first(b)), "all_seeds": (a, b)}.items():
+    for label, (x, y) in {"one_seed": (first_seeds(a), first_seeds(b)),
+                          "all_seeds": (a, b)}.items():
         error = per_split_error(x, y)
         out[label] = {"difference": round(statistics.fmean(x.values())
                                           - statistics.fmean(y.values()), 3),

@@ -122,6 +122,14 @@ class Values:
                       key=lambda t: (t[0] is not None, t[0] if t[0] is not None else 0))
 
 
+def by_split(scores: RunScores) -> dict[str, list[float]]:
+    """A cell's scores split by split: ``{split: [its seeds' scores]}``."""
+    out: dict[str, list[float]] = {}
+    for (split, _), value in scores.items():
+        out.setdefault(split, []).append(value)
+    return out
+
+
 def per_split_error(a: RunScores, b: RunScores) -> float | None:
     """``pstdev(d_i) / sqrt(n)`` over the ``n`` splits of two cells that ran on the same splits,
     more than one, ``d_i`` the difference of their means on split ``i``; None otherwise, and
@@ -132,12 +140,10 @@ def per_split_error(a: RunScores, b: RunScores) -> float | None:
     independent. The two cells may run other numbers of seeds a split."""
     means = []
     for scores in (a, b):
-        by_split: dict[str, list[float]] = {}
-        for (split, _), value in scores.items():
-            by_split.setdefault(split, []).append(value)
-        if len({len(v) for v in by_split.values()}) != 1:
+        splits = by_split(scores)
+        if len({len(v) for v in splits.values()}) != 1:
             return None
-        means.append({split: statistics.fmean(v) for split, v in by_split.items()})
+        means.append({split: statistics.fmean(v) for split, v in splits.items()})
     if means[0].keys() != means[1].keys() or len(means[0]) < 2:
         return None
     differences = [means[0][split] - means[1][split] for split in means[0]]
