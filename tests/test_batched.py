@@ -4,6 +4,7 @@ stopping, bit-identical reruns, and (slow) the same accuracy distribution on Cor
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import replace
@@ -852,6 +853,41 @@ def test_batched_seeds_records_keep_the_machine_they_were_timed_on():
         "Xeon", "abc", "cpu", "2.15")
     assert second == old["records"][1]
     assert "cpu" not in old["records"][0]  # the earlier file's dicts are left as they were
+
+
+def test_batched_seeds_skip_done_keeps_the_records_of_this_device(tmp_path, monkeypatch,
+                                                                  capsys):
+    """``--skip-done``: a seed count that ``--out`` has for this device is kept as it was; a
+    count it lacks is timed, its today path extrapolated from the kept full measurement; a
+    record of another device is timed again; with every count kept, nothing is loaded."""
+    from twirls.bench import batched_seeds as bench
+
+    from fixtures import REPO, toy_data
+
+    exp = {"dataset": "toy", "model": "twirls", "model_cfg": TWIRLS_K2, "split": "a",
+           "train_cfg": {"epochs": 3, "lr": 0.05}}
+    loads = []
+    monkeypatch.setattr(bench, "config_inputs",
+                        lambda name, args, params: loads.append(name) or (exp, toy_data()))
+    today = {"seconds": 5.0, "seconds_per_seed": 5.0, "test_mean": 0.5, "test_std": 0.0,
+             "runs": 1}
+    kept = {"config": "cora-gcn", "seeds": 1, "batch": 2, "cpu": "EPYC", "device": "cpu",
+            "today": today, "batched": today, "speedup": 1.0}
+    gpu = {**kept, "seeds": 3, "device": "cuda: NVIDIA H100 80GB HBM3"}
+    out = tmp_path / "bench.json"
+    out.write_text(json.dumps({"records": [kept, gpu]}))
+    argv = ["--configs", "cora-gcn", "--seeds", "1", "3", "--batch", "2", "--skip-done",
+            "--max-today-s", "1", "--params", str(REPO / "params"), "--out", str(out)]
+    assert bench.main(argv) == 0
+    records = json.loads(out.read_text())["records"]
+    assert records[0] == kept and records[1] == gpu and len(records) == 3
+    new = records[2]
+    assert (new["seeds"], new["device"], new["batched"]["runs"]) == (3, "cpu", 3)
+    assert new["today"] == {**today, "extrapolated_from": 1, "estimated_seconds": 15.0}
+    assert loads == ["cora-gcn"]
+    assert bench.main(argv) == 0  # now both counts are there: nothing is loaded or timed
+    assert loads == ["cora-gcn"] and json.loads(out.read_text())["records"] == records
+    assert "every seed count is timed" in capsys.readouterr().out
 
 
 def test_the_benchmark_times_the_trainers_epoch():

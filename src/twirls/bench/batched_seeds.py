@@ -25,12 +25,16 @@ worker processes), written to ``reports/benchmarks/batched-seeds.json``.
   depend on the count), as are its accuracies.
 * Every record carries ``reference_s`` (:func:`twirls.bench.calibrate.reference_seconds`, the
   machine's speed just before) and the load average at its start and end: the machine may be
-  shared (``"shared_machine"``), and a timing taken under load is slower for both paths.
+  shared, and a timing taken under load is slower for both paths (``"load"``).
 * ``--row-operator``: the batched path with ``BatchConfig(row_operator=True)`` (TWIRLS-base's
   training forward on the training nodes alone, through its dense row operator); such records
   say ``"row_operator": true`` and sit beside those without; so do records of another
-  ``--batch`` (a record replaces the one of the same configuration, seed count, row operator
-  and batch).
+  ``--batch`` (a record replaces the one of the same configuration, seed count, row operator,
+  batch and device: :func:`record_key`).
+* ``--skip-done``: the records that ``--out`` already has of this device (the same
+  configuration, seed count, row operator and batch) are kept, not timed again: a second call on
+  a borrowed GPU finishes what the first had no time for. A kept measurement of today's path
+  still stands in for the larger counts above ``--max-today-s``.
 * ``--profile``: where the batched path spends its time, the top operators of a few epochs of
   one batch under ``torch.profiler``, and the milliseconds a seed spends in an epoch's training
   step and in its evaluation forward (``epoch_ms_per_seed``, :func:`epoch_parts`), both stored
@@ -209,8 +213,30 @@ def config_problem(name: str, params: dict[str, Any]) -> str:
         "table8:<S>:<alpha> nor figure2:<model>")
 
 
+def record_key(record: dict[str, Any]) -> tuple[Any, ...]:
+    """What a new record replaces: the one of the same configuration, seed count, row operator,
+    batch and device."""
+    return (record["config"], record["seeds"], record.get("row_operator", False),
+            record.get("batch"), record.get("device", "cpu"))
+
+
+def timed_before(name: str, args: argparse.Namespace, out: dict[str, Any]
+                 ) -> dict[int, dict[str, Any]]:
+    """``--skip-done``: the records of ``out`` that configuration ``name`` would write again,
+    timed on this device (by seed count)."""
+    if not args.skip_done:
+        return {}
+    return {r["seeds"]: r for r in out["records"] if record_key(r) == (
+        name, r["seeds"], args.row_operator, args.batch, out["device"])}
+
+
 def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, Any],
                  device: torch.device, params: dict[str, Any]) -> None:
+    done = timed_before(name, args, out)
+    if all(count in done for count in args.seeds):
+        print(f"{name}: every seed count is timed in {args.out} already (--skip-done)",
+              flush=True)
+        return
     exp, data = config_inputs(name, args, params)
     inp = run_inputs(exp, data, device, progress=False)
     split = data.splits[inp.splits[0]]
@@ -220,6 +246,10 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
     run_seeds_batched(inp.build, inp.ops, inp.x, data.labels, split, warm, [0, 1])
     full_today: dict[str, Any] | None = None  # the last full measurement of today's path
     for count in args.seeds:
+        if count in done:  # kept; a full measurement of today's path still extrapolates
+            if "extrapolated_from" not in done[count]["today"]:
+                full_today = done[count]["today"]
+            continue
         seeds = list(range(count))
         record: dict[str, Any] = {"config": name, "dataset": exp["dataset"],
                                   "graph": exp.get("graph", "clean"),
@@ -252,9 +282,8 @@ def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, 
             record["epoch_ms_per_seed"] = epoch_parts(inp, data, split, size,
                                                       args.profile_epochs, args.row_operator)
         record["load_end"] = load()
-        key = (name, count, args.row_operator, args.batch)
-        out["records"] = [r for r in out["records"] if (r["config"], r["seeds"], r.get(
-            "row_operator", False), r.get("batch")) != key] + [record]
+        out["records"] = [r for r in out["records"]
+                          if record_key(r) != record_key(record)] + [record]
         write_json(args.out, out)
         print(json.dumps({k: v for k, v in record.items() if k != "batched_profile"}),
               flush=True)
@@ -274,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="cpu, cuda or auto (twirls.train.device.pick_device)")
     parser.add_argument("--row-operator", action="store_true",
                         help="batched: TWIRLS-base's training forward through its row operator")
+    parser.add_argument("--skip-done", action="store_true",
+                        help="keep the records --out has of this device, time the rest")
     parser.add_argument("--profile", action="store_true", help="on the CPU only")
     parser.add_argument("--profile-epochs", type=int, default=20)
     parser.add_argument("--params", type=Path, default=Path("params"))
@@ -303,8 +334,9 @@ def main(argv: list[str] | None = None) -> int:
         "machines": "each record names the commit, CPU, device and torch it was timed with "
                     "(the fields above: the last run's); compare speedups, which are measured "
                     "side by side in one record, not seconds across machines",
-        "shared_machine": "timed while other processes (a long dvc repro) used the same cores: "
-                          "see load_start/load_end and reference_s of each record",
+        "load": "each record's load averages at its start and end (load_start, load_end) and "
+                "its reference_s say whether other processes shared the machine: a timing "
+                "taken under load is slower for both paths",
         "records": earlier_records(old),
     }
     for name in args.configs:
