@@ -226,8 +226,9 @@ def timed_before(name: str, args: argparse.Namespace, out: dict[str, Any]
     timed on this device (by seed count)."""
     if not args.skip_done:
         return {}
-    return {r["seeds"]: r for r in out["records"] if record_key(r) == (
-        name, r["seeds"], args.row_operator, args.batch, out["device"])}
+    return {r["seeds"]: r for r in out["records"] if record_key(r) == record_key({
+        "config": name, "seeds": r["seeds"], "row_operator": args.row_operator,
+        "batch": args.batch, "device": out["device"]})}
 
 
 def bench_config(name: str, args: argparse.Namespace, jobs: int, out: dict[str, Any],
