@@ -163,6 +163,55 @@ def test_collapse_cause_negative_low_rank_degree_makes_deeprobust_normalisation_
     assert torch.allclose(guarded[~nan], reference[~nan], atol=1e-6)
 
 
+def test_low_rank_adjacency_is_the_guarded_dense_matrix_as_factors(cora, low_rank_15):
+    """GCN-SVD's product through the factors (:class:`drm.LowRankAdjacency`) is the dense
+    guarded ``D^{-1/2} (A_k + I) D^{-1/2}``'s, forward and gradient, on the graph with a
+    negative degree; other torch functions on it are refused."""
+    us, vt = drm.low_rank_factors(cora.meta["attacked"], k=15, seed=0)
+    assert np.array_equal(drm.low_rank_product(us, vt), low_rank_15)
+    dense, touched = drm.guarded_normalize(low_rank_15)
+    r, touched_too = drm.guarded_scaling(low_rank_15)
+    assert touched == touched_too == 1 and r[NEGATIVE_DEGREE_NODE] == 0
+    factored = drm.LowRankAdjacency.build(us, vt, r, torch.device("cpu"))
+    h = torch.randn(dense.shape[0], 16, generator=torch.Generator().manual_seed(0),
+                    requires_grad=True)
+    weight = torch.randn(dense.shape[0], 16, generator=torch.Generator().manual_seed(1))
+    outputs, grads = [], []
+    for adj, product in ((dense, torch.spmm), (factored, torch.spmm), (factored, torch.mm)):
+        out = product(adj, h)
+        (grad,) = torch.autograd.grad((out * weight).sum(), h)
+        outputs.append(out.detach())
+        grads.append(grad)
+    scale = outputs[0].abs().max()
+    for out, grad in zip(outputs[1:], grads[1:], strict=True):
+        assert (out - outputs[0]).abs().max() <= 1e-5 * scale
+        assert (grad - grads[0]).abs().max() <= 1e-5 * grads[0].abs().max()
+    assert not outputs[1][NEGATIVE_DEGREE_NODE].any()
+    with pytest.raises(TypeError):
+        torch.sum(factored)
+
+
+@needs_deeprobust
+def test_gcn_svd_on_the_factors_trains_as_on_the_dense_matrix(cora, low_rank_15):
+    """DeepRobust's GCN on the factored matrix follows its run on the dense one: the same
+    seed, the same dropout masks and model selection, logits apart by float rounding only."""
+    features, labels, split = cora.meta["features_sparse"], cora.labels, cora.splits["prognn"]
+    us, vt = drm.low_rank_factors(cora.meta["attacked"], k=15, seed=0)
+    r, _ = drm.guarded_scaling(low_rank_15)
+    dense, _ = drm.guarded_normalize(low_rank_15)
+    logits = []
+    for adj in (dense, drm.LowRankAdjacency.build(us, vt, r, torch.device("cpu"))):
+        with seeded(0):
+            model = drm._defense().GCNSVD(nfeat=features.shape[1], nclass=int(labels.max()) + 1,
+                                          device="cpu", **drm.GCN_HYPER)
+            drm._train(model, features, adj, labels.numpy(), split, epochs=30, normalize=False)
+            with torch.no_grad():
+                logits.append(model.predict())
+    assert torch.isfinite(logits[0]).all()
+    assert (logits[1] - logits[0]).abs().max() < 1e-3
+    assert torch.equal(logits[1].argmax(1)[split.test], logits[0].argmax(1)[split.test])
+
+
 @needs_deeprobust
 def test_deeprobust_gcn_svd_collapses_to_the_class_0_share(cora):
     labels, split = cora.labels, cora.splits["prognn"]

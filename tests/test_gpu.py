@@ -47,6 +47,7 @@ from twirls.cws.models import build_tagger
 from twirls.cws.train import CWSTrainConfig, seeded_run
 from twirls.data import pku
 from twirls.data.graph import GraphData, Split, undirected_graph
+from twirls.defenses import deeprobust_models as drm
 from twirls.models import MODELS, GraphOps, build_model
 from twirls.params import read_all
 from twirls.stages import attack as attack_stage
@@ -458,6 +459,33 @@ def wide_sddmm_matches_the_cpus(device: str) -> None:
         torch.testing.assert_close(got[1].cpu(), got[0], rtol=1e-5, atol=1e-5)
 
 
+def low_rank_adjacency_matches_the_cpus(device: str) -> None:
+    """GCN-SVD's normalised adjacency held as its factors (``LowRankAdjacency``, the product
+    DeepRobust's GCN layers call) on ``device``: the dense guarded matrix's product on the CPU,
+    forward and gradient, to float32 rounding (a random rank-15 matrix, one degree negative)."""
+    gen = torch.Generator().manual_seed(2)
+    n = 300
+    us = torch.rand(n, 15, generator=gen) / n
+    us[7] *= -100  # row 7 of A_k sums to below -1: a node the guard isolates
+    vt = torch.rand(15, n, generator=gen)
+    us, vt = us.numpy(), vt.numpy()
+    low = drm.low_rank_product(us, vt)
+    r, touched = drm.guarded_scaling(low)
+    assert touched == 1 and r[7] == 0
+    dense, _ = drm.guarded_normalize(low)
+    factored = drm.LowRankAdjacency.build(us, vt, r, torch.device(device))
+    h = torch.randn(n, 16, generator=gen)
+    want_h = h.clone().requires_grad_(True)
+    want = torch.spmm(dense, want_h)
+    want.square().sum().backward()
+    h_dev = h.to(device).requires_grad_(True)
+    got = torch.spmm(factored, h_dev)
+    got.square().sum().backward()
+    assert got.device.type == torch.device(device).type
+    torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(h_dev.grad.cpu(), want_h.grad, rtol=1e-4, atol=1e-5)
+
+
 # ----------------------------------------------------------------------------- peak memory
 PEAKS: dict[str, dict[str, int]] = {}
 PLUGIN = "twirls-test-gpu-peak-memory"
@@ -651,6 +679,11 @@ def test_wide_sddmm_on_cuda_equals_the_cpus():
 
 
 @gpu_test
+def test_gcn_svd_low_rank_adjacency_on_cuda_equals_the_cpus():
+    low_rank_adjacency_matches_the_cpus("cuda")
+
+
+@gpu_test
 def test_benchmark_runs_on_cuda(tmp_path, monkeypatch):
     report = run_benchmark("cuda", tmp_path, monkeypatch, subset=False)
     assert report["device"]["name"] == torch.cuda.get_device_name()
@@ -697,6 +730,10 @@ def test_run_experiment_check_runs_on_the_cpu(monkeypatch):
 
 def test_wide_sddmm_check_runs_on_the_cpu():
     wide_sddmm_matches_the_cpus("cpu")
+
+
+def test_low_rank_adjacency_check_runs_on_the_cpu():
+    low_rank_adjacency_matches_the_cpus("cpu")
 
 
 def test_mettack_device_path_runs_on_the_cpu(attack_task, tmp_path):

@@ -21,6 +21,11 @@ GCN-SVD (Entezari et al., WSDM 2020). Replace the adjacency by its rank-``k`` tr
 ``k = 15`` follows DeepRobust's example ``examples/graph/test_gcn_svd.py``; DeepRobust's
 ``GCNSVD.fit`` default is ``k = 50``, GNNGuard's bundled copy defaults to ``k = 10`` and Pro-GNN
 tunes ``k`` over {5, 10, 15, 50, 100, 200}. We report ``k = 15`` and ``k = 50``.
+DeepRobust's GCN layers multiply the dense ``n x n`` matrix each time (``torch.spmm(adj, H)``);
+here its training loop and layers run on the same normalised matrix held as its rank-``k``
+factors plus the diagonal (:class:`LowRankAdjacency`), ``O(n k h)`` a product instead of
+``O(n² h)``: one run on Table 4's attacked Cora, one core, 17 -> 1.6 s, with the same accuracy
+(the dense path's and the factors' logits differ by float rounding only; tested).
 
 Finding: DeepRobust's GCN-SVD collapses to 11.47% on Pro-GNN's Cora 20% Meta-Self graph (k=15)
 -----------------------------------------------------------------------------------------------
@@ -57,7 +62,8 @@ We therefore compute the same ``U_k S_k V_k^T`` with ``svds`` seeded by the run 
 (:func:`low_rank_adjacency`); the test suite checks it against DeepRobust's ``truncatedSVD``.
 The bits also depend on how many threads OpenBLAS (numpy's and SciPy's BLAS) uses, one per core
 by default: on attacked Cora, one and two threads gave other ``U`` and another product. So the SVD
-and the product run on one BLAS thread, whatever the machine's core count.
+and the dense ``A_k`` (for the degrees) run on one BLAS thread, whatever the machine's core
+count.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 import torch
 from threadpoolctl import threadpool_limits
+from torch import Tensor
 
 from twirls.compat import import_deeprobust
 from twirls.data.graph import Split
@@ -112,8 +119,9 @@ def jaccard_prune(adj: sp.spmatrix, features: sp.spmatrix, threshold: float = JA
     return pruned
 
 
-def low_rank_adjacency(adj: sp.spmatrix, k: int, seed: int = 0) -> np.ndarray:
-    """``U_k S_k V_k^T``, the rank-``k`` truncated SVD of ``adj`` (dense float32).
+def low_rank_factors(adj: sp.spmatrix, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(U_k S_k, V_k^T)``, the factors of the rank-``k`` truncated SVD of ``adj`` (float32,
+    ``(n, k)`` and ``(k, n)``).
 
     Same computation as DeepRobust's ``GCNSVD.truncatedSVD`` on a sparse input (ARPACK ``svds``
     on the float32 matrix), but with the start vector drawn from ``seed`` so it is reproducible.
@@ -123,18 +131,73 @@ def low_rank_adjacency(adj: sp.spmatrix, k: int, seed: int = 0) -> np.ndarray:
     with threadpool_limits(1, user_api="blas"):  # the same bits on any number of cores
         u, s, vt = sla.svds(sp.csr_matrix(adj, dtype=np.float32), k=k,
                             rng=np.random.default_rng(seed))
-        return (u * s) @ vt
+        return u * s, vt
 
 
-def guarded_normalize(low_rank: np.ndarray) -> tuple[torch.Tensor, int]:
-    """``D^{-1/2} (A_k + I) D^{-1/2}`` as DeepRobust's dense ``normalize_adj_tensor``, except that
-    non-positive degrees get ``D^{-1/2} = 0`` (DeepRobust zeroes only infinite ones). Returns the
-    dense float32 tensor and the number of nodes with a non-positive degree."""
+def low_rank_adjacency(adj: sp.spmatrix, k: int, seed: int = 0) -> np.ndarray:
+    """``A_k = U_k S_k V_k^T`` (dense float32): the matrix DeepRobust's ``truncatedSVD``
+    returns, from :func:`low_rank_factors`."""
+    return low_rank_product(*low_rank_factors(adj, k, seed))
+
+
+def low_rank_product(us: np.ndarray, vt: np.ndarray) -> np.ndarray:
+    """``(U_k S_k) V_k^T`` as one dense float32 matrix, on one BLAS thread (the same bits on
+    any number of cores)."""
+    with threadpool_limits(1, user_api="blas"):
+        return us @ vt
+
+
+def guarded_scaling(low_rank: np.ndarray) -> tuple[torch.Tensor, int]:
+    """``D^{-1/2}`` of ``A_k + I`` as DeepRobust's dense ``normalize_adj_tensor`` computes it
+    (float32 row sums of the dense matrix), except that non-positive degrees get ``0``
+    (DeepRobust zeroes only infinite ones). Returns it ``(n,)`` and the number of nodes with a
+    non-positive degree."""
     a = torch.as_tensor(low_rank, dtype=torch.float32) + torch.eye(low_rank.shape[0])
     degree = a.sum(1)
     positive = degree > 0
     r = torch.where(positive, degree.clamp_min(1e-30).pow(-0.5), torch.zeros_like(degree))
-    return r[:, None] * a * r[None, :], int((~positive).sum())
+    return r, int((~positive).sum())
+
+
+def guarded_normalize(low_rank: np.ndarray) -> tuple[torch.Tensor, int]:
+    """``D^{-1/2} (A_k + I) D^{-1/2}`` as a dense float32 tensor, with :func:`guarded_scaling`;
+    also the number of nodes with a non-positive degree."""
+    r, touched = guarded_scaling(low_rank)
+    a = torch.as_tensor(low_rank, dtype=torch.float32) + torch.eye(low_rank.shape[0])
+    return r[:, None] * a * r[None, :], touched
+
+
+class LowRankAdjacency:
+    """``Â = R (A_k + I) R`` (``A_k = (U_k S_k) V_k^T``, ``R = diag(r)``,
+    :func:`guarded_scaling`) held as its factors, for DeepRobust's GCN layers: their
+    ``torch.spmm(adj, support)`` becomes, through torch's ``__torch_function__`` protocol,
+
+        ``Â H = r ⊙ (U_k S_k (V_k^T (r ⊙ H))) + r ⊙ (r ⊙ H)``,
+
+    ``O(n k h)`` instead of the dense ``O(n² h)`` (Cora's 2,485 nodes, k = 15, 16 columns: 0.1
+    against 4.5 ms, one core). The same matrix as :func:`guarded_normalize`'s up to float
+    rounding; gradients flow to ``H`` by autograd. Any other torch function on it is a
+    ``TypeError``."""
+
+    def __init__(self, us: Tensor, vt: Tensor, r: Tensor) -> None:
+        self.us, self.vt, self.r = us, vt, r.unsqueeze(1)
+
+    @classmethod
+    def build(cls, us: np.ndarray, vt: np.ndarray, r: Tensor,
+              device: torch.device) -> LowRankAdjacency:
+        return cls(torch.as_tensor(us, device=device), torch.as_tensor(vt, device=device),
+                   r.to(device))
+
+    def __matmul__(self, h: Tensor) -> Tensor:
+        scaled = self.r * h
+        return self.r * (self.us @ (self.vt @ scaled)) + self.r * scaled
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.spmm, torch.mm) and not kwargs and len(args) == 2 \
+                and isinstance(args[0], cls) and isinstance(args[1], Tensor):
+            return args[0] @ args[1]
+        return NotImplemented
 
 
 def nonpositive_degrees(low_rank: np.ndarray) -> int:
@@ -145,17 +208,37 @@ def nonpositive_degrees(low_rank: np.ndarray) -> int:
 # --------------------------------------------------------------------------- training
 def _train(model, features, adj, labels: np.ndarray, split: Split, epochs: int, *,
            normalize: bool = True) -> None:
-    """DeepRobust's ``GCN.fit`` (normalise, then ``_train_with_val``) on prepared inputs."""
+    """DeepRobust's ``GCN.fit`` (normalise, then ``_train_with_val``) on prepared inputs; a
+    :class:`LowRankAdjacency` goes to DeepRobust's training loop as it is (:func:`_fit_as_is`)."""
     gcn = _defense().GCN
     utils = import_deeprobust("graph.utils")
-    if not isinstance(adj, torch.Tensor):
+    if not isinstance(adj, (torch.Tensor, LowRankAdjacency)):
         adj = utils.sparse_mx_to_torch_sparse_tensor(adj) if sp.issparse(adj) else \
             torch.as_tensor(adj, dtype=torch.float32)
     feats = utils.sparse_mx_to_torch_sparse_tensor(features)
     val = split.val.numpy() if len(split.val) else None
     with _quiet():
-        gcn.fit(model, feats, adj, torch.as_tensor(labels), split.train.numpy(), val,
-                train_iters=epochs, normalize=normalize)
+        if isinstance(adj, LowRankAdjacency):
+            _fit_as_is(gcn, model, feats, adj, torch.as_tensor(labels), split.train.numpy(),
+                       val, epochs)
+        else:
+            gcn.fit(model, feats, adj, torch.as_tensor(labels), split.train.numpy(), val,
+                    train_iters=epochs, normalize=normalize)
+
+
+def _fit_as_is(gcn, model, features: Tensor, adj: LowRankAdjacency, labels: Tensor, train,
+               val, epochs: int) -> None:
+    """DeepRobust's ``GCN.fit(..., normalize=False)`` step by step (initialise, move the inputs
+    to the model's device, keep them, then its training loop), except that ``adj`` is kept as
+    it is: ``fit`` turns anything but a plain tensor into a dense or sparse one."""
+    model.device = model.gc1.weight.device
+    model.initialize()
+    model.adj_norm = adj
+    model.features, model.labels = features.to(model.device), labels.to(model.device)
+    if val is None:
+        gcn._train_without_val(model, model.labels, train, epochs, False)
+    else:
+        gcn._train_with_val(model, model.labels, train, val, epochs, False)
 
 
 def fit_evaluate(
@@ -197,12 +280,14 @@ def fit_evaluate(
             _train(model, features, pruned, labels, split, epochs)
         else:
             k = k if k is not None else (10 if svd_variant == "gnnguard" else SVD_RANK)
-            low = low_rank_adjacency(adj, k, seed)
+            us, vt = low_rank_factors(adj, k, seed)
+            low = low_rank_product(us, vt)  # A_k, for the degrees (and the other variants)
             info.update(k=k, svd_variant=svd_variant, nonpositive_degree_nodes=
                         nonpositive_degrees(low))
             if svd_variant == "guarded":
-                adj_norm, _ = guarded_normalize(low)
-                _train(model, features, adj_norm, labels, split, epochs, normalize=False)
+                r, _ = guarded_scaling(low)
+                _train(model, features, LowRankAdjacency.build(us, vt, r, device), labels,
+                       split, epochs)
             elif svd_variant == "deeprobust":
                 _train(model, features, low, labels, split, epochs)
             else:
