@@ -13,6 +13,8 @@
   the ``attack`` stage run with ``--device cuda``.
 * The attention weights' gradient as one wide SDDMM (``torch.sparse.sampled_addmm``) gives the
   CPU's on CUDA.
+* GCN-SVD's normalised low-rank adjacency held as its factors (the product DeepRobust's GCN
+  layers call) gives the CPU's dense product on CUDA, forward and gradient.
 * The benchmark ``twirls.bench.gpu --quick`` runs on CUDA.
 * The peak GPU memory of every GPU test is printed in pytest's terminal summary, and written as
   JSON to ``$GPU_REPORT`` when that variable is set.
