@@ -148,23 +148,31 @@ def low_rank_product(us: np.ndarray, vt: np.ndarray) -> np.ndarray:
         return us @ vt
 
 
-def guarded_scaling(low_rank: np.ndarray) -> tuple[torch.Tensor, int]:
-    """``D^{-1/2}`` of ``A_k + I`` as DeepRobust's dense ``normalize_adj_tensor`` computes it
-    (float32 row sums of the dense matrix), except that non-positive degrees get ``0``
-    (DeepRobust zeroes only infinite ones). Returns it ``(n,)`` and the number of nodes with a
-    non-positive degree."""
-    a = torch.as_tensor(low_rank, dtype=torch.float32) + torch.eye(low_rank.shape[0])
+def _with_self_loops(low_rank: np.ndarray) -> torch.Tensor:
+    """``A_k + I``, dense float32."""
+    return torch.as_tensor(low_rank, dtype=torch.float32) + torch.eye(low_rank.shape[0])
+
+
+def _scaling(a: torch.Tensor) -> tuple[torch.Tensor, int]:
     degree = a.sum(1)
     positive = degree > 0
     r = torch.where(positive, degree.clamp_min(1e-30).pow(-0.5), torch.zeros_like(degree))
     return r, int((~positive).sum())
 
 
+def guarded_scaling(low_rank: np.ndarray) -> tuple[torch.Tensor, int]:
+    """``D^{-1/2}`` of ``A_k + I`` as DeepRobust's dense ``normalize_adj_tensor`` computes it
+    (float32 row sums of the dense matrix), except that non-positive degrees get ``0``
+    (DeepRobust zeroes only infinite ones). Returns it ``(n,)`` and the number of nodes with a
+    non-positive degree."""
+    return _scaling(_with_self_loops(low_rank))
+
+
 def guarded_normalize(low_rank: np.ndarray) -> tuple[torch.Tensor, int]:
-    """``D^{-1/2} (A_k + I) D^{-1/2}`` as a dense float32 tensor, with :func:`guarded_scaling`;
-    also the number of nodes with a non-positive degree."""
-    r, touched = guarded_scaling(low_rank)
-    a = torch.as_tensor(low_rank, dtype=torch.float32) + torch.eye(low_rank.shape[0])
+    """``D^{-1/2} (A_k + I) D^{-1/2}`` as a dense float32 tensor, with :func:`guarded_scaling`'s
+    ``D^{-1/2}``; also the number of nodes with a non-positive degree."""
+    a = _with_self_loops(low_rank)
+    r, touched = _scaling(a)
     return r[:, None] * a * r[None, :], touched
 
 
