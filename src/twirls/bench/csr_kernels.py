@@ -1,0 +1,134 @@
+"""Sparse x dense products on the CPU: MKL's CSR kernel (``torch.sparse.mm``, which every model
+here runs) against FBGEMM's ``embedding_bag`` (``mode="sum"``, a row's stored values as the
+per-sample weights of the dense rows it picks), written to ``reports/benchmarks/csr-kernels.json``.
+
+``python -m twirls.bench.csr_kernels [--datasets cora citeseer] [--widths 7 16 ...]
+[--repeats 30] [--out FILE]``
+
+* The sparse operands of a dataset, as the stages multiply them: its bag-of-words features
+  row-normalised (:func:`twirls.train.experiment.prepare_features`) after input dropout 0.5
+  (``features``); the same features raw, 0/1, after input dropout 0.5 (``features-raw``: the
+  attacked graphs' are used raw); GCN's normalised adjacency with self-loops (``graph``, the
+  operator of a propagation step). Zeros that dropout stored are dropped first, as
+  :func:`twirls.models.sparse_features.drop_zeros` does. The dense operand is random, ``width``
+  columns wide (a batch of 5 seeds propagates 5 x the classes: 35 on Cora, 30 on Citeseer).
+* A record: each kernel's milliseconds (the median of ``--repeats`` calls after two of warm-up,
+  one torch thread, 32-bit indices), MKL's over ``embedding_bag``'s (``speedup``), and whether
+  the two products have the same bits (``same_bits``; else ``max_rel_diff``, the largest
+  difference over the largest entry). They add a row's terms in the same order but round its
+  products differently, so only operands whose every product is exact (``features-raw``: values
+  0 and 2) give the same bits.
+* The file carries ``reference_s`` (:func:`twirls.bench.calibrate.reference_seconds`) at its
+  start and end, and the machine's kernels (``mkl``: generic ones on an AMD CPU,
+  ``docs/costs.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from twirls.bench.calibrate import reference_seconds
+from twirls.bench.pipeline import bench_header
+from twirls.data.registry import load_dataset
+from twirls.files import write_json
+from twirls.models.graph_ops import GraphOps
+from twirls.models.sparse_features import drop_zeros
+from twirls.train.cpu import configure_cpu
+from twirls.train.experiment import prepare_features
+
+WIDTHS = (7, 16, 32, 35, 64, 128, 320)
+DROPOUT = 0.5
+
+
+def median_ms(func: Callable[[], Any], repeats: int) -> float:
+    for _ in range(2):
+        func()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return round(1000 * statistics.median(times), 4)
+
+
+def csr32(x: Tensor) -> Tensor:
+    """``x`` (CSR) with 32-bit indices and without stored zeros."""
+    crow, col, values = drop_zeros(x.crow_indices().to(torch.int32),
+                                   x.col_indices().to(torch.int32), x.values())
+    return torch.sparse_csr_tensor(crow, col, values, x.shape, check_invariants=False)
+
+
+def embedding_bag_mm(x: Tensor, w: Tensor) -> Tensor:
+    """``x @ w`` for CSR ``x`` by ``embedding_bag``: row ``i`` sums ``w``'s rows at its column
+    ids, weighted by its values, in stored order."""
+    return F.embedding_bag(x.col_indices(), w, x.crow_indices(), mode="sum",
+                           per_sample_weights=x.values(), include_last_offset=True)
+
+
+def dropped(features: Tensor, gen: torch.Generator) -> Tensor:
+    """``features`` (dense) as CSR after input dropout :data:`DROPOUT` on its stored entries."""
+    x = features.to_sparse_csr()
+    keep = torch.rand(x.values().shape, generator=gen) >= DROPOUT
+    values = x.values() * keep.to(x.values().dtype) / (1.0 - DROPOUT)
+    return torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), values, x.shape,
+                                   check_invariants=False)
+
+
+def operands(name: str, raw: Path, gen: torch.Generator) -> dict[str, Tensor]:
+    data = load_dataset(name, raw)
+    features = data.features.to_dense() if data.features.is_sparse else data.features
+    return {"features": csr32(dropped(prepare_features(features, {"dataset": name}), gen)),
+            "features-raw": csr32(dropped(features, gen)),
+            "graph": csr32(GraphOps.from_graph(data.graph).gcn_norm().csr)}
+
+
+def compare(x: Tensor, width: int, repeats: int, gen: torch.Generator) -> dict[str, Any]:
+    w = torch.randn(x.shape[1], width, generator=gen)
+    mkl, bag = torch.sparse.mm(x, w), embedding_bag_mm(x, w)
+    same = torch.equal(mkl, bag)
+    mkl_ms = median_ms(lambda: torch.sparse.mm(x, w), repeats)
+    bag_ms = median_ms(lambda: embedding_bag_mm(x, w), repeats)
+    record = {"width": width, "mkl_ms": mkl_ms, "embedding_bag_ms": bag_ms,
+              "speedup": round(mkl_ms / bag_ms, 2), "same_bits": same}
+    if not same:
+        scale = float(mkl.abs().max()) or 1.0
+        record["max_rel_diff"] = float(f"{float((mkl - bag).abs().max()) / scale:.3g}")
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", nargs="+", default=["cora", "citeseer"])
+    parser.add_argument("--widths", nargs="+", type=int, default=list(WIDTHS))
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--raw", type=Path, default=Path("data/raw"))
+    parser.add_argument("--out", type=Path, default=Path("reports/benchmarks/csr-kernels.json"))
+    args = parser.parse_args(argv)
+    configure_cpu(1)
+    out = {**bench_header("csr_kernels", argv, __doc__.split("\n\n")[0].replace("\n", " ")),
+           "dropout": DROPOUT, "reference_s": reference_seconds(), "records": []}
+    gen = torch.Generator().manual_seed(0)
+    for dataset in args.datasets:
+        for operand, x in operands(dataset, args.raw, gen).items():
+            for width in args.widths:
+                record = {"dataset": dataset, "operand": operand, "rows": int(x.shape[0]),
+                          "nnz": int(x.values().numel()), **compare(x, width, args.repeats, gen)}
+                out["records"].append(record)
+                print(record, flush=True)
+    out["reference_s_end"] = reference_seconds()
+    write_json(args.out, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
