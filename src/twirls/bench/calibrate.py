@@ -8,8 +8,11 @@ lets two of its runs be compared: a stage that took 1.5x longer while the refere
 
 from __future__ import annotations
 
+import statistics
 import time
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -61,3 +64,16 @@ def reference_seconds(repeats: int = 3) -> dict[str, float]:
         return out
     finally:
         torch.set_num_threads(threads)
+
+
+def median_ms(func: Callable[[], Any], repeats: int) -> float:
+    """Milliseconds of ``func()``: the median of ``repeats`` calls after two of warm-up (the
+    kernel benchmarks' timer)."""
+    for _ in range(2):
+        func()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return round(1000 * statistics.median(times), 4)

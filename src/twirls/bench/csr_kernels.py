@@ -26,10 +26,7 @@ per-sample weights of the dense rows it picks), written to ``reports/benchmarks/
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +34,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from twirls.bench.calibrate import reference_seconds
+from twirls.bench.calibrate import median_ms, reference_seconds
 from twirls.bench.pipeline import bench_header
 from twirls.data.registry import load_dataset
 from twirls.files import write_json
@@ -48,17 +45,6 @@ from twirls.train.experiment import prepare_features
 
 WIDTHS = (7, 16, 32, 35, 64, 128, 320)
 DROPOUT = 0.5
-
-
-def median_ms(func: Callable[[], Any], repeats: int) -> float:
-    for _ in range(2):
-        func()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return round(1000 * statistics.median(times), 4)
 
 
 def csr32(x: Tensor) -> Tensor:

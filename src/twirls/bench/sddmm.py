@@ -22,10 +22,7 @@ one wide SDDMM (:meth:`twirls.models.graph_ops.SparseMatrix.grad_entries_sum`), 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,7 +30,7 @@ from unittest import mock
 
 import torch
 
-from twirls.bench.calibrate import reference_seconds
+from twirls.bench.calibrate import median_ms, reference_seconds
 from twirls.bench.pipeline import bench_header
 from twirls.data.registry import load_dataset
 from twirls.files import write_json
@@ -46,17 +43,6 @@ from twirls.train.cpu import configure_cpu
 
 WIDTHS = (6, 7, 8, 16, 32, 64, 128)
 COPIES = (1, 5)
-
-
-def median_ms(func: Callable[[], Any], repeats: int) -> float:
-    for _ in range(2):
-        func()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return round(1000 * statistics.median(times), 3)
 
 
 def step_by_step(mat: SparseMatrix, grads: list[torch.Tensor],
