@@ -99,9 +99,13 @@ def test_wide_products_skip_dropped_entries_and_give_torchs_bits(monkeypatch, wi
 def test_embedding_bag_gives_mkls_bits_exactly_where_no_product_rounds():
     # python -m twirls.bench.csr_kernels: embedding_bag against torch.sparse.mm. Both add a
     # row's terms in stored order; with values 0 and 2 (0/1 features after dropout 0.5) every
-    # product is exact, so the bits agree; row-normalised values round, within float32.
+    # product is exact, so the bits agree; row-normalised values round, within float32. The
+    # bits are MKL's generic kernels' (an AMD CPU); its Intel kernels choose their own order at
+    # some widths (csr-kernels-mkl-intel.json: 16), so elsewhere only the tolerance is checked.
     from twirls.bench.csr_kernels import compare, csr32, embedding_bag_mm
+    from twirls.train.cpu import mkl_code_path
 
+    generic = mkl_code_path() == "generic"
     gen = torch.Generator().manual_seed(0)
     binary = bag_of_words().to_dense().ne(0).float()
     keep = (torch.rand(binary.shape, generator=gen) >= 0.5).float()
@@ -109,9 +113,12 @@ def test_embedding_bag_gives_mkls_bits_exactly_where_no_product_rounds():
     normalised = csr32(bag_of_words())
     for width in (7, 64, 320):
         w = torch.randn(raw.shape[1], width, generator=gen)
-        assert torch.equal(embedding_bag_mm(raw, w), torch.sparse.mm(raw, w))
+        ours, mkl = embedding_bag_mm(raw, w), torch.sparse.mm(raw, w)
+        torch.testing.assert_close(ours, mkl)
+        assert torch.equal(ours, mkl) or not generic
         torch.testing.assert_close(embedding_bag_mm(normalised, w),
                                    torch.sparse.mm(normalised, w))
     record = compare(raw, 64, repeats=1, gen=gen)
-    assert record["same_bits"] and "max_rel_diff" not in record
+    assert record["same_bits"] == ("max_rel_diff" not in record)
+    assert record["same_bits"] or not generic
     assert record["mkl_ms"] > 0 and record["embedding_bag_ms"] > 0
