@@ -72,7 +72,10 @@ def dropped(features: Tensor, gen: torch.Generator) -> Tensor:
 
 def operands(name: str, raw: Path, gen: torch.Generator) -> dict[str, Tensor]:
     data = load_dataset(name, raw)
-    features = data.features.to_dense() if data.features.is_sparse else data.features
+    features = data.features
+    if features is None:
+        raise SystemExit(f"csr_kernels: {name} has no node features to multiply; pick "
+                         "bag-of-words datasets such as cora or citeseer (--datasets)")
     return {"features": csr32(dropped(prepare_features(features, {"dataset": name}), gen)),
             "features-raw": csr32(dropped(features, gen)),
             "graph": csr32(GraphOps.from_graph(data.graph).gcn_norm().csr)}
