@@ -8,9 +8,9 @@ worker processes), written to ``reports/benchmarks/batched-seeds.json``.
 * The configurations are ``params/table2.yaml`` entries, ``table4-twirls:<dataset>`` (Table
   4's TWIRLS, with ``params.yaml``'s attention, on the attack stage's graph in ``--attacked``),
   ``table8:<S>:<alpha>`` (the point of Table 8's grid that fills its cell, the curve
-  ``TWIRLS-base`` of ``params/table8.yaml``) or ``figure2:<model>`` (the curve of
-  ``params/figure2.yaml`` with that model and no grid: ``figure2:twirls-closed-form``, the closed
-  form eq. 2), trained as their stage trains them
+  ``TWIRLS-base`` of ``params/table8.yaml``; ``table8:<curve>:<S>:<alpha>``, another curve's) or
+  ``figure2:<model>`` (the curve of ``params/figure2.yaml`` with that model and no grid:
+  ``figure2:twirls-closed-form``, the closed form eq. 2), trained as their stage trains them
   (:func:`twirls.train.experiment.run_inputs`: the same features, model builder, training
   config and split; one torch thread and flushed denormals, as ``threads: 1``); both paths use
   ``jobs`` worker processes as the stages do (``jobs: auto``, one per core,
@@ -153,7 +153,9 @@ def config_inputs(name: str, args: argparse.Namespace, params: dict[str, Any]
                                    args.attacked)
     if name.startswith(TABLE8):
         sweep = params["table8"]
-        exp = {**sweep_entry(sweep["curves"]["TWIRLS-base"], table8_point(name), sweep["split"]),
+        point = table8_point(name)
+        curve = point.pop("curve")
+        exp = {**sweep_entry(sweep["curves"][curve], point, sweep["split"]),
                "dataset": sweep["dataset"]}
         return exp, load_dataset(sweep["dataset"], args.raw)
     if name.startswith(FIGURE2):
@@ -171,9 +173,13 @@ def figure2_curves(sweep: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def table8_point(name: str) -> dict[str, Any]:
-    """The grid point of ``table8:<S>:<alpha>``; a ``ValueError`` for another form."""
-    steps, alpha = name.removeprefix(TABLE8).split(":")
-    return {"steps": int(steps), "alpha": float(alpha)}
+    """The grid point of ``table8:<S>:<alpha>`` (the curve ``TWIRLS-base``) or
+    ``table8:<curve>:<S>:<alpha>``, with its ``curve``; a ``ValueError`` for another form."""
+    parts = name.removeprefix(TABLE8).split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(name)
+    curve = parts[0] if len(parts) == 3 else "TWIRLS-base"
+    return {"curve": curve, "steps": int(parts[-2]), "alpha": float(parts[-1])}
 
 
 def earlier_records(old: dict[str, Any]) -> list[dict[str, Any]]:
@@ -195,13 +201,16 @@ def config_problem(name: str, params: dict[str, Any]) -> str:
         return "" if name.removeprefix(ATTACKED) in known else (
             f"{name!r}: Table 4 has the datasets {', '.join(known)}")
     if name.startswith(TABLE8):
-        grid = params["table8"]["curves"]["TWIRLS-base"]["grid"]
+        curves = params["table8"]["curves"]
+        grid = curves["TWIRLS-base"]["grid"]
         try:
             point = table8_point(name)
+            grid = curves[point["curve"]]["grid"]
             ok = point["steps"] in grid["steps"] and point["alpha"] in grid["alpha"]
-        except ValueError:
+        except (ValueError, KeyError):
             ok = False
         return "" if ok else (f"{name!r} is no point of Table 8's grid: table8:<S>:<alpha> "
+                              f"(or table8:<curve>:<S>:<alpha>, curves {', '.join(curves)}) "
                               f"with S in {grid['steps']} and alpha in {grid['alpha']}")
     if name.startswith(FIGURE2):
         known = figure2_curves(params["figure2"])

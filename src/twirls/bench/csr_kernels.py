@@ -1,6 +1,7 @@
-"""Sparse x dense products on the CPU: MKL's CSR kernel (``torch.sparse.mm``, which every model
-here runs) against FBGEMM's ``embedding_bag`` (``mode="sum"``, a row's stored values as the
-per-sample weights of the dense rows it picks), written to ``reports/benchmarks/csr-kernels.json``.
+"""Sparse x dense products on the CPU: MKL's CSR kernel (``torch.sparse.mm``), this project's
+kernel with MKL's arithmetic (:mod:`twirls.models.csr_kernel`, which the models run from 16
+columns) and FBGEMM's ``embedding_bag`` (``mode="sum"``, a row's stored values as the per-sample
+weights of the dense rows it picks), written to ``reports/benchmarks/csr-kernels.json``.
 
 ``python -m twirls.bench.csr_kernels [--datasets cora citeseer] [--widths 7 16 ...]
 [--repeats 30] [--out FILE]``
@@ -13,20 +14,30 @@ per-sample weights of the dense rows it picks), written to ``reports/benchmarks/
   :func:`twirls.models.sparse_features.drop_zeros` does. The dense operand is random, ``width``
   columns wide (a batch of 5 seeds propagates 5 x the classes: 35 on Cora, 30 on Citeseer).
 * A record: each kernel's milliseconds (the median of ``--repeats`` calls after two of warm-up,
-  one torch thread, 32-bit indices), MKL's over ``embedding_bag``'s (``speedup``), and whether
-  the two products have the same bits (``same_bits``; else ``max_rel_diff``, the largest
-  difference over the largest entry). They add a row's terms in the same order but round its
-  products differently, so only operands whose every product is exact (``features-raw``: values
-  0 and 2) give the same bits.
+  one torch thread, 32-bit indices; the project's kernel at every width, also below the 16
+  columns from which the models take it), MKL's over each other's (``speedup``,
+  ``csr_kernel_speedup``), and whether each product has MKL's bits (``same_bits``; else
+  ``max_rel_diff``, the largest difference over the largest entry; ``csr_kernel_same_bits``).
+  ``embedding_bag`` adds a row's terms in the same order but fuses multiply and add, so only
+  operands whose every product is exact (``features-raw``: values 0 and 2) give MKL's bits; the
+  project's kernel rounds as MKL's generic kernel does, so it gives them on an AMD CPU. Without
+  the kernel's library (``make`` builds it) its fields are absent.
+* ``--steps``: whole training epochs of a few configurations as their stages run them
+  (:mod:`twirls.bench.batched_seeds`' names; one batch of ``--batch`` seeds, the training step
+  and the evaluation forward, :func:`~twirls.bench.batched_seeds.epoch_parts`), milliseconds a
+  seed-epoch with MKL's products and with the project's kernel, alternating, ``--rounds``
+  rounds each (``steps``: every round's times and the medians' ratio).
 * The file carries ``reference_s`` (:func:`twirls.bench.calibrate.reference_seconds`) at its
   start and end, and the machine's kernels (``mkl``: generic ones on an AMD CPU,
-  ``docs/costs.md``).
+  ``docs/costs.md``; ``csr_kernel``).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +49,13 @@ from twirls.bench.calibrate import median_ms, reference_seconds
 from twirls.bench.pipeline import bench_header
 from twirls.data.registry import load_dataset
 from twirls.files import write_json
+from twirls.models import csr_kernel
 from twirls.models.graph_ops import GraphOps
 from twirls.models.sparse_features import drop_zeros
 from twirls.train.cpu import configure_cpu
 from twirls.train.experiment import prepare_features
 
-WIDTHS = (7, 16, 32, 35, 64, 128, 320)
+WIDTHS = (7, 16, 30, 32, 35, 64, 128, 320)
 DROPOUT = 0.5
 
 
@@ -90,9 +102,45 @@ def compare(x: Tensor, width: int, repeats: int, gen: torch.Generator) -> dict[s
     record = {"width": width, "mkl_ms": mkl_ms, "embedding_bag_ms": bag_ms,
               "speedup": round(mkl_ms / bag_ms, 2), "same_bits": same}
     if not same:
-        scale = float(mkl.abs().max()) or 1.0
-        record["max_rel_diff"] = float(f"{float((mkl - bag).abs().max()) / scale:.3g}")
+        record["max_rel_diff"] = rel_diff(mkl, bag)
+    ours = csr_kernel.product(x, w)
+    if ours is not None:
+        ours_ms = median_ms(lambda: csr_kernel.product(x, w), repeats)
+        record.update({"csr_kernel_ms": ours_ms, "csr_kernel_speedup": round(mkl_ms / ours_ms, 2),
+                       "csr_kernel_same_bits": torch.equal(mkl, ours)})
+        if not record["csr_kernel_same_bits"]:
+            record["csr_kernel_max_rel_diff"] = rel_diff(mkl, ours)
     return record
+
+
+def rel_diff(reference: Tensor, other: Tensor) -> float:
+    """The largest difference over the largest entry of ``reference`` (3 digits)."""
+    scale = float(reference.abs().max()) or 1.0
+    return float(f"{float((reference - other).abs().max()) / scale:.3g}")
+
+
+STEPS = ("table8:paper-k2:16:0.5", "table8:reference-k2:64:0.1", "cora-twirls-base-k2",
+         "cora-gcnii", "table4-twirls:nettack-cora")
+
+
+def step_times(name: str, args: argparse.Namespace, params: dict[str, Any]) -> dict[str, Any]:
+    """Milliseconds a seed-epoch of configuration ``name`` takes with MKL's products and with
+    the project's kernel (see module doc)."""
+    from twirls.bench.batched_seeds import config_inputs, epoch_parts
+    from twirls.train.experiment import run_inputs
+
+    exp, data = config_inputs(name, args, params)
+    inp = run_inputs(exp, data, torch.device("cpu"), progress=False)
+    split = data.splits[inp.splits[0]]
+    times: dict[str, list[float]] = {"mkl_ms": [], "csr_kernel_ms": []}
+    for _ in range(args.rounds):
+        for side, use in (("mkl_ms", csr_kernel.disabled()), ("csr_kernel_ms", nullcontext())):
+            with use:
+                parts = epoch_parts(inp, data, split, args.batch, args.epochs, row_operator=True)
+            times[side].append(round(parts["train_step"] + parts["eval"], 3))
+    ratio = statistics.median(times["mkl_ms"]) / statistics.median(times["csr_kernel_ms"])
+    return {"config": name, "batch": args.batch, "epochs": args.epochs, **times,
+            "speedup": round(ratio, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))
     parser.add_argument("--out", type=Path, default=Path("reports/benchmarks/csr-kernels.json"))
+    parser.add_argument("--steps", nargs="*", default=[], metavar="CONFIG",
+                        help=f"also time training epochs of these configurations (e.g. "
+                             f"{' '.join(STEPS)})")
+    parser.add_argument("--batch", type=int, default=5, help="seeds a batch in --steps")
+    parser.add_argument("--epochs", type=int, default=20, help="epochs a round in --steps")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds each way in --steps")
+    parser.add_argument("--attacked", type=Path, default=Path("data/attacked"),
+                        help="the attack stage's graphs (--steps table4-twirls:<dataset>)")
     args = parser.parse_args(argv)
     configure_cpu(1)
     out = {**bench_header("csr_kernels", argv, __doc__.split("\n\n")[0].replace("\n", " ")),
@@ -114,6 +170,14 @@ def main(argv: list[str] | None = None) -> int:
                           "nnz": int(x.values().numel()), **compare(x, width, args.repeats, gen)}
                 out["records"].append(record)
                 print(record, flush=True)
+    if args.steps:
+        from twirls.params import read_all
+
+        params = read_all()
+        out["steps"] = []
+        for name in args.steps:
+            out["steps"].append(step_times(name, args, params))
+            print(out["steps"][-1], flush=True)
     out["reference_s_end"] = reference_seconds()
     write_json(args.out, out)
     return 0

@@ -372,8 +372,10 @@ def machine() -> dict[str, str]:
         names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
                  if line.startswith("model name")]
         model = names[0] if names else model
+    from twirls.models import csr_kernel
+
     return {"cpu": model, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "mkl": mkl_code_path()}
+            "mkl": mkl_code_path(), "csr_kernel": csr_kernel.status()}
 
 
 def children_cpu_seconds() -> float:

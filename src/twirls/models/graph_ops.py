@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 from torch import Tensor
 
+from twirls.models import csr_kernel
+
 if TYPE_CHECKING:
     import dgl
 
@@ -288,12 +290,12 @@ class SparseMatrix:
 
     def addmm_no_grad(self, add: Tensor, y: Tensor) -> Tensor:
         """``add + M @ y`` outside autograd (the kernel :meth:`addmm` runs forward)."""
-        return torch.addmm(add, self.csr, y)
+        return csr_kernel.addmm(add, self.csr, y)
 
     def t_matmul_no_grad(self, g: Tensor) -> Tensor:
         """``Mᵀ @ g`` outside autograd (the kernel :meth:`addmm`'s backward runs); ``g``
         contiguous."""
-        return self.csr_t @ g
+        return csr_kernel.mm(self.csr_t, g)
 
     def grad_values(self, grad: Tensor, y: Tensor) -> Tensor:
         """``∂L/∂M_ij = grad_i · y_j`` on the pattern (SDDMM), for ``out = M y`` with
@@ -408,7 +410,7 @@ class _SpMM(torch.autograd.Function):
         ctx.mat = mat
         ctx.save_for_backward(y if values.requires_grad else None)
         if add is None:
-            return mat.csr @ y
+            return csr_kernel.mm(mat.csr, y)
         return mat.addmm_no_grad(add, y)
 
     @staticmethod

@@ -4,9 +4,9 @@ Bag-of-words features (Cora 1.3 %, Citeseer 0.9 % nonzeros) enter the first laye
 models as a sparse CSR matrix, so ``X W`` costs ``O(nnz)``. Torch's own backward of
 ``torch.sparse.mm(X, W)`` computes ``∂L/∂W = Xᵀ G`` by converting ``Xᵀ`` to CSR (a sort of
 every nonzero) in every epoch: on attacked Cora that conversion was 12 % of a TWIRLS run.
-:func:`csr_matmul` does the same products with the same kernel, but sorts the pattern of ``X``
-once and afterwards only permutes the (dropped-out) values, so its gradients are bit-identical
-to torch's.
+:func:`csr_matmul` does the same products with the same arithmetic
+(:mod:`twirls.models.csr_kernel`), but sorts the pattern of ``X`` once and afterwards only
+permutes the (dropped-out) values, so its gradients are bit-identical to torch's.
 
 Input dropout zeroes stored entries without removing them; on the CPU both products skip them
 (:func:`drop_zeros`): a stored zero adds only ``±0`` to its row's sum, so the kernel gives the
@@ -27,6 +27,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 from torch import Tensor
+
+from twirls.models import csr_kernel
 
 CACHE_SIZE = 8  # patterns kept (one per feature matrix in use; a stage has one or two)
 # Products at least this wide skip stored zeros (drop_zeros): dropping them costs ~2 ns an entry
@@ -138,11 +140,11 @@ class _CSRMatmul(torch.autograd.Function):
     @staticmethod
     def forward(ctx, w: Tensor, x: Tensor) -> Tensor:  # type: ignore[override]
         ctx.x = x
-        return torch.sparse.mm(without_zeros(x, w.shape[1]), w)
+        return csr_kernel.mm(without_zeros(x, w.shape[1]), w)
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
-        return torch.sparse.mm(transposed(ctx.x, grad.shape[1]), grad), None
+        return csr_kernel.mm(transposed(ctx.x, grad.shape[1]), grad), None
 
 
 def csr_matmul(x: Tensor, w: Tensor) -> Tensor:
@@ -152,5 +154,5 @@ def csr_matmul(x: Tensor, w: Tensor) -> Tensor:
     if x.requires_grad:
         raise ValueError("csr_matmul: x must not require grad (it is the input features)")
     if not w.requires_grad:
-        return torch.sparse.mm(without_zeros(x, w.shape[1]), w)
+        return csr_kernel.mm(without_zeros(x, w.shape[1]), w)
     return _CSRMatmul.apply(w, x)

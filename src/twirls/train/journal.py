@@ -11,9 +11,10 @@ of exactly those:
   classes by their module and name);
 * the code: the bytes of every ``.py`` file of the ``twirls`` package;
 * the machine's arithmetic: Python, torch and numpy versions, the CPU model and instruction
-  flags, torch's thread count, denormal flushing and MKL's kernels (the library of ``make
+  flags, torch's thread count, denormal flushing, MKL's kernels (the library of ``make
   mkl-intel-path`` switches them; another CPU rounds differently, see ``docs/fidelity.md``,
-  "Same code, another CPU").
+  "Same code, another CPU") and the CSR kernel's library (:mod:`twirls.models.csr_kernel`: on
+  an Intel CPU its products are not MKL's).
 
 A run whose key is in the journal is not trained again; its result is read back. Anything that
 cannot be keyed (an argument of a type not listed above) turns the journal off for that pool:
@@ -44,6 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from twirls.models import csr_kernel
 from twirls.train.cpu import flushes_denormals, mkl_code_path
 
 #: the folder of the journals when ``$TWIRLS_JOURNAL`` is not set (relative: the stage's cwd)
@@ -186,7 +188,7 @@ def machine() -> str:
     return "\n".join([FORMAT, sys.version, torch.__version__, np.__version__, _cpu(),
                       f"threads={torch.get_num_threads()}", _code_digest(),
                       f"flush_denormal={flushes_denormals()}",
-                      f"mkl={mkl_code_path()}",
+                      f"mkl={mkl_code_path()}", f"csr_kernel={csr_kernel.status()}",
                       f"default_dtype={torch.get_default_dtype()}", *tuning])
 
 

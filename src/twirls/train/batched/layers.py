@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
+from twirls.models import csr_kernel
 from twirls.models.graph_ops import SparseMatrix
 from twirls.models.layers import is_sparse
 from twirls.models.masks import Masks
@@ -189,9 +190,9 @@ class _SparseLinear(torch.autograd.Function):
         for k in range(num):
             xk = _seed_csr(x, values, k, crow, col, out_dim)
             if bias is None:
-                torch.mm(xk, weight[k], out=out[k])
-            else:  # b + X W in one kernel call (in place: faster than mm, then add)
-                out[k].copy_(bias[k].expand(out.shape[1:])).addmm_(xk, weight[k])
+                csr_kernel.mm(xk, weight[k], out=out[k])
+            else:  # b + X W written into out[k]
+                csr_kernel.addmm(bias[k].expand(out.shape[1:]), xk, weight[k], out=out[k])
         return out
 
     @staticmethod
@@ -201,7 +202,7 @@ class _SparseLinear(torch.autograd.Function):
         grad = grad.contiguous()
         grad_w = grad.new_empty(grad.shape[0], x.shape[1], grad.shape[2])
         for k in range(grad.shape[0]):
-            torch.mm(x_t(k), grad[k], out=grad_w[k])
+            csr_kernel.mm(x_t(k), grad[k], out=grad_w[k])
         grad_b = grad.sum(1) if ctx.has_bias else None
         return grad_w, grad_b, None, None
 
@@ -240,7 +241,7 @@ class _SparseMLP(torch.autograd.Function):
         hidden = []
         for k in range(num):
             xk = _seed_csr(x, values, k, crow, col, w1.shape[2])
-            h = b1[k].expand(n, -1).clone().addmm_(xk, w1[k]).relu_()
+            h = csr_kernel.addmm(b1[k].expand(n, -1), xk, w1[k]).relu_()
             if masks is not None:
                 h.mul_(masks.seed_noise(k, h.shape, p))
             out[k].copy_(torch.addmm(b2[k].unsqueeze(1), w2[k].t(), h.t()).t())  # (W2ᵀ Hᵀ)ᵀ
@@ -267,7 +268,7 @@ class _SparseMLP(torch.autograd.Function):
             if ctx.scale != 1.0:
                 g_h.mul_(ctx.scale)
             torch.sum(g_h, 0, out=grad_b1[k])
-            torch.mm(x_t(k), g_h, out=grad_w1[k])
+            csr_kernel.mm(x_t(k), g_h, out=grad_w1[k])
         ctx.hidden = []
         return grad_w1, grad_b1, grad_w2, grad.sum(1), None, None, None, None, None
 

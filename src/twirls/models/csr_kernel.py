@@ -1,0 +1,164 @@
+"""CSR x dense products on the CPU with MKL's bits, mostly 1.2-4.2x as fast from 16 columns.
+
+Every sparse product of the models (a propagation step ``M Y``, bag-of-words features times a
+weight, their transposes in the backward passes) is a CSR matrix times a dense one. On x86 CPUs
+torch runs MKL's CSR kernel for it, and on AMD CPUs MKL runs its generic kernel, which sums a
+row's products in stored order, each product rounded before it is added. ``csr_kernel.c`` (built
+by ``make`` into the environment, ``$(VENV)/lib/libtwirls_csr_kernel.so``) computes exactly
+that, with the columns in register blocks and the rows of ``W`` prefetched.
+
+* Bits: the same as MKL's generic kernel, product by product (``tests/test_csr_kernel.py``;
+  ``python -m twirls.bench.csr_kernels`` checks every product it times). So it runs only where
+  MKL would run that kernel (:func:`twirls.train.cpu.mkl_code_path` is ``"generic"``: AMD CPUs,
+  without ``make repro MKL_INTEL_PATH=1``), and no result moves: on an Intel CPU, or with MKL's
+  Intel kernels preloaded, the products stay MKL's.
+* Where: :func:`mm` and :func:`addmm` take it for a CPU float32 CSR matrix times a contiguous
+  float32 matrix at least :data:`MIN_WIDTH` columns wide, of at least :data:`MIN_WORK`
+  multiply-adds, with one torch thread (the stages' ``threads: 1``) and no autograd to record;
+  anything else, or no library, goes to torch as before.
+* Safety: when the library loads, its products on a small matrix must equal the same sums done
+  one torch operation at a time; otherwise it is not used and :func:`status` says why.
+* Speed (``python -m twirls.bench.csr_kernels``, ``reports/benchmarks/csr-kernels.json``: one
+  core, Cora's and Citeseer's features and graphs): 1.21-1.53x at 16 columns and 1.23-4.18x at
+  32-320, but 0.84-2.15x at 30 (its column blocks of 16, 8, 4 and 2 each read the row again)
+  and 0.35-0.53x at 7, where MKL keeps the products.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+LIBRARY = Path(sys.prefix) / "lib" / "libtwirls_csr_kernel.so"
+MIN_WIDTH = 16  # narrower products stay MKL's (faster there)
+MIN_WORK = 2**16  # and so do products of fewer multiply-adds (the call costs ~3 µs more)
+_enabled = True
+
+
+@functools.cache
+def _load() -> tuple[ctypes._CFuncPtr | None, str]:  # type: ignore[name-defined]
+    """The kernel (or ``None``) and its status: ``"none"`` (not built), ``"off: ..."`` (MKL
+    does not run its generic kernel here), ``"rejected: ..."`` or ``"sha256:<library's first 12
+    hex digits>"``."""
+    from twirls.train.cpu import mkl_code_path
+
+    if not LIBRARY.is_file():
+        return None, "none"
+    if mkl_code_path() != "generic":
+        return None, f"off: MKL's kernels here are {mkl_code_path() or 'absent'}, not generic"
+    try:
+        func = ctypes.CDLL(str(LIBRARY)).twirls_csr_mm
+    except (OSError, AttributeError) as err:
+        return None, f"rejected: {err}"
+    func.argtypes = [ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 5
+    func.restype = None
+    problem = _self_check(func)
+    if problem:
+        return None, f"rejected: {problem}"
+    return func, "sha256:" + hashlib.sha256(LIBRARY.read_bytes()).hexdigest()[:12]
+
+
+def status() -> str:
+    """Whether this process's CSR products run the kernel (part of a run's journal key and of
+    every benchmark record): see :func:`_load`."""
+    return _load()[1]
+
+
+@contextmanager
+def disabled() -> Iterator[None]:
+    """Within it, every product goes to torch (for comparisons)."""
+    global _enabled
+    before, _enabled = _enabled, False
+    try:
+        yield
+    finally:
+        _enabled = before
+
+
+def applies(x: Tensor, w: Tensor, out: Tensor | None = None) -> bool:
+    """Whether ``x @ w`` (into ``out``) runs the kernel (see module doc)."""
+    if not (_enabled and w.dim() == 2 and w.shape[1] >= MIN_WIDTH
+            and x.layout == torch.sparse_csr and x._nnz() * w.shape[1] >= MIN_WORK):
+        return False
+    return (x.dtype == torch.float32 and w.dtype == torch.float32 and x.device.type == "cpu"
+            and w.device.type == "cpu" and x.shape[1] == w.shape[0] and w.is_contiguous()
+            and (out is None or (out.dtype == torch.float32 and out.is_contiguous()
+                                 and tuple(out.shape) == (x.shape[0], w.shape[1])))
+            and not (torch.is_grad_enabled() and w.requires_grad)
+            and x._nnz() < 2**31 and torch.get_num_threads() == 1
+            and _load()[0] is not None)
+
+
+def _run(func, x: Tensor, w: Tensor, out: Tensor) -> Tensor:  # type: ignore[no-untyped-def]
+    crow, col = x.crow_indices(), x.col_indices()
+    if crow.dtype != torch.int32:
+        crow, col = crow.to(torch.int32), col.to(torch.int32)
+    values = x.values().contiguous()
+    func(x.shape[0], w.shape[1], crow.data_ptr(), col.data_ptr(), values.data_ptr(),
+         w.data_ptr(), out.data_ptr())
+    return out
+
+
+def product(x: Tensor, w: Tensor) -> Tensor | None:
+    """The kernel's ``x @ w`` at any width (for benchmarks; the models go through :func:`mm`),
+    or ``None`` without the library."""
+    func = _load()[0]
+    return None if func is None else _run(func, x, w, w.new_empty(x.shape[0], w.shape[1]))
+
+
+def mm(x: Tensor, w: Tensor, out: Tensor | None = None) -> Tensor:
+    """``x @ w`` (``torch.mm(x, w, out=out)``) for a CSR ``x``."""
+    if not applies(x, w, out):
+        return x @ w if out is None else torch.mm(x, w, out=out)
+    if out is None:
+        out = w.new_empty(x.shape[0], w.shape[1])
+    return _run(_load()[0], x, w, out)
+
+
+def addmm(add: Tensor, x: Tensor, w: Tensor, out: Tensor | None = None) -> Tensor:
+    """``add + x @ w`` (``torch.addmm(add, x, w, out=out)``) for a CSR ``x``: the product, then
+    ``add`` added to it, which is how MKL rounds it."""
+    if not (applies(x, w, out) and not (torch.is_grad_enabled() and add.requires_grad)):
+        return torch.addmm(add, x, w, out=out)
+    return mm(x, w, out).add_(add)
+
+
+def reference_product(crow: Tensor, col: Tensor, values: Tensor, w: Tensor) -> Tensor:
+    """The kernel's sums one torch operation at a time (slow; for checks): row ``i`` of the
+    result is ``((0 + v_1 w_1) + v_2 w_2) + ...`` over its stored entries in order, each product
+    rounded before it is added."""
+    out = w.new_zeros(crow.numel() - 1, w.shape[1])
+    for i in range(crow.numel() - 1):
+        acc = w.new_zeros(w.shape[1])
+        for j in range(int(crow[i]), int(crow[i + 1])):
+            acc = acc + values[j] * w[int(col[j])]
+        out[i] = acc
+    return out
+
+
+def _self_check(func) -> str:  # type: ignore[no-untyped-def]
+    """``""`` when the kernel's products on a small random matrix (rows of 0-9 entries, some
+    columns repeated within a row, widths that use every column block) equal
+    :func:`reference_product`'s bit for bit; else what differed."""
+    gen = torch.Generator().manual_seed(0)
+    counts = torch.randint(0, 10, (12,), generator=gen)
+    crow = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)]).to(torch.int32)
+    col = torch.randint(0, 20, (int(counts.sum()),), generator=gen, dtype=torch.int32)
+    values = torch.randn(col.numel(), generator=gen)
+    for width in (1, 7, 16, 37, 127, 130):
+        w = torch.randn(20, width, generator=gen)
+        out = torch.empty(12, width)
+        func(12, width, crow.data_ptr(), col.data_ptr(), values.data_ptr(), w.data_ptr(),
+             out.data_ptr())
+        if not torch.equal(out, reference_product(crow, col, values, w)):
+            return f"its products at width {width} differ from the sums in order (fused " \
+                   f"multiply-add? it must be built with -ffp-contract=off)"
+    return ""

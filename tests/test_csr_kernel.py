@@ -1,0 +1,224 @@
+"""``twirls.models.csr_kernel``: the CSR x dense kernel sums a row's products in stored order
+without fusing, which is MKL's generic kernel's arithmetic, so the models train to the same bits
+with it and without it."""
+
+from __future__ import annotations
+
+import ctypes
+from contextlib import nullcontext
+
+import pytest
+import torch
+
+from twirls.data.graph import undirected_graph
+from twirls.models import GraphOps, build_model, csr_kernel
+from twirls.models.csr_kernel import reference_product
+from twirls.models.masks import Masks
+from twirls.models.sparse_features import csr_matmul
+from twirls.train.batched import stack_models
+from twirls.train.batched.trainer import batch_loss
+from twirls.train.cpu import mkl_code_path
+from twirls.train.loop import set_seed
+
+BUILT = csr_kernel.status().startswith("sha256:")
+needs_kernel = pytest.mark.skipif(
+    not BUILT, reason=f"no CSR kernel here ({csr_kernel.LIBRARY}: {csr_kernel.status()}); "
+                      "`make test` builds it where a C compiler is")
+needs_generic_mkl = pytest.mark.skipif(
+    mkl_code_path() != "generic", reason="MKL runs its generic kernel only on non-Intel x86 "
+                                         f"CPUs (here: {mkl_code_path()})")
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch):
+    """The stages' ``threads: 1``, under which the kernel runs, on these small products too."""
+    monkeypatch.setattr(csr_kernel, "MIN_WORK", 0)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+SEEDS = [3, 11, 12]
+
+
+def graph_and_features(n: int = 80, d: int = 300, seed: int = 0):
+    """A random graph, ~30 % dense nonnegative CSR features, labels of 3 classes and 20
+    training nodes."""
+    gen = torch.Generator().manual_seed(seed)
+    src, dst = torch.randint(0, n, (2, 4 * n), generator=gen)
+    ops = GraphOps.from_graph(undirected_graph(src, dst, n))
+    x = torch.rand(n, d, generator=gen) * (torch.rand(n, d, generator=gen) < 0.3)
+    return ops, x.to_sparse_csr(), torch.randint(0, 3, (n,), generator=gen), torch.arange(20)
+
+
+def random_csr(rows: int = 40, cols: int = 30, seed: int = 0,
+               index: torch.dtype = torch.int32) -> torch.Tensor:
+    """Signed values, rows of 0-11 entries (empty rows included)."""
+    gen = torch.Generator().manual_seed(seed)
+    dense = torch.randn(rows, cols, generator=gen) * (torch.rand(rows, cols, generator=gen) < 0.2)
+    dense[::7] = 0.0
+    x = dense.to_sparse_csr()
+    return torch.sparse_csr_tensor(x.crow_indices().to(index), x.col_indices().to(index),
+                                   x.values(), x.shape, check_invariants=True)
+
+
+def bag_of_words(seed: int = 0) -> torch.Tensor:
+    """Row-normalised 0/1 features (Cora's kind) after input dropout 0.5: products round."""
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.rand(300, 500, generator=gen) < 0.02).float()
+    x = x / x.sum(1, keepdim=True).clamp(min=1)
+    return (x * (torch.rand(x.shape, generator=gen) >= 0.5) * 2.0).to_sparse_csr()
+
+
+@needs_kernel
+@pytest.mark.parametrize("index", [torch.int32, torch.int64])
+def test_the_kernel_sums_each_row_in_stored_order_without_fusing(index):
+    x = random_csr(index=index)
+    gen = torch.Generator().manual_seed(1)
+    for width in (16, 17, 31, 35, 64, 79, 130, 320):
+        w = torch.randn(x.shape[1], width, generator=gen)
+        assert csr_kernel.applies(x, w)
+        ours = csr_kernel.mm(x, w)
+        assert torch.equal(ours, reference_product(x.crow_indices(), x.col_indices(),
+                                                   x.values(), w)), width
+
+
+@needs_kernel
+@needs_generic_mkl
+def test_the_kernel_gives_mkls_bits():
+    gen = torch.Generator().manual_seed(2)
+    for x in (bag_of_words(), random_csr(300, 300, seed=3)):
+        for width in (16, 30, 35, 64, 128, 320):
+            w = torch.randn(x.shape[1], width, generator=gen)
+            add = torch.randn(x.shape[0], width, generator=gen)
+            bias = torch.randn(width, generator=gen).expand(x.shape[0], -1)
+            out = torch.empty(x.shape[0], width)
+            with csr_kernel.disabled():
+                mkl = torch.mm(x, w)
+                assert torch.equal(mkl, torch.sparse.mm(x, w))
+                mkl_add, mkl_bias = torch.addmm(add, x, w), bias.clone().addmm_(x, w)
+                # where the kernel does not apply, addmm is torch's: the same bits as in place
+                assert torch.equal(csr_kernel.addmm(bias, x, w), mkl_bias)
+                assert torch.equal(csr_kernel.addmm(bias, x, w, out=out), mkl_bias)
+            assert torch.equal(csr_kernel.mm(x, w), mkl)
+            assert torch.equal(csr_kernel.mm(x, w, out=out), mkl)
+            assert torch.equal(csr_kernel.addmm(add, x, w), mkl_add)
+            assert torch.equal(csr_kernel.addmm(bias, x, w), mkl_bias)
+            assert torch.equal(csr_kernel.addmm(bias, x, w, out=out), mkl_bias)
+
+
+def test_other_products_go_to_torch(monkeypatch):
+    x = random_csr()
+    gen = torch.Generator().manual_seed(4)
+    w = torch.randn(x.shape[1], 64, generator=gen)
+    narrow = torch.randn(x.shape[1], csr_kernel.MIN_WIDTH - 1, generator=gen)
+    tracked = w.clone().requires_grad_()
+    double = torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), x.values().double(),
+                                     x.shape, check_invariants=True)
+    assert not csr_kernel.applies(x, narrow)
+    assert not csr_kernel.applies(double, w.double())
+    assert not csr_kernel.applies(x, w.t().contiguous().t())  # not row-major
+    assert not csr_kernel.applies(x, tracked)  # autograd would have to record the product
+    monkeypatch.setattr(csr_kernel, "MIN_WORK", x._nnz() * 64 + 1)
+    assert not csr_kernel.applies(x, w)  # too small a product to pay for the call
+    monkeypatch.setattr(csr_kernel, "MIN_WORK", 0)
+    with torch.no_grad():
+        assert csr_kernel.applies(x, tracked) == BUILT
+    with csr_kernel.disabled():
+        assert not csr_kernel.applies(x, w)
+    torch.set_num_threads(2)
+    assert not csr_kernel.applies(x, w)
+    torch.set_num_threads(1)
+    assert torch.equal(csr_kernel.mm(x, narrow), torch.mm(x, narrow))
+    product = csr_kernel.mm(x, tracked)
+    product.sum().backward()  # torch's own product, with its gradient
+    assert product.grad_fn is not None and tracked.grad is not None
+
+
+def test_a_kernel_that_rounds_otherwise_is_refused():
+    signature = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, *[ctypes.c_void_p] * 5)
+
+    def kernel(rounding):
+        def run(n, m, crow, col, val, w, out):
+            def tensor(address, count, dtype):
+                kind = ctypes.c_int32 if dtype == torch.int32 else ctypes.c_float
+                return torch.frombuffer((kind * count).from_address(address), dtype=dtype)
+
+            crow_t = tensor(crow, n + 1, torch.int32)
+            nnz = int(crow_t[-1])
+            col_t, val_t = tensor(col, nnz, torch.int32), tensor(val, nnz, torch.float32)
+            rows = int(col_t.max()) + 1 if nnz else 0
+            w_t = tensor(w, max(rows, 1) * m, torch.float32).view(-1, m)
+            tensor(out, n * m, torch.float32).copy_(rounding(crow_t, col_t, val_t, w_t).view(-1))
+        return signature(run)
+
+    def in_double(crow, col, val, w):  # sums in float64, rounded once (as a fused kernel may)
+        return reference_product(crow, col, val.double(), w.double()).float()
+
+    assert csr_kernel._self_check(kernel(reference_product)) == ""
+    assert "differ" in csr_kernel._self_check(kernel(in_double))
+
+
+@needs_kernel
+@needs_generic_mkl
+@pytest.mark.parametrize(("name", "cfg"), [
+    ("twirls", {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2, "hidden": 64,
+                "input_dropout": 0.5, "dropout": 0.5}),  # _SparseMLP, then 3 x 3 classes
+    ("mlp", {"hidden": 32, "input_dropout": 0.2}),  # _SparseLinear with a bias
+    ("gcn", {"hidden": 16}),  # the graph products on the 3 seeds' 48 columns
+])
+def test_training_gives_the_same_bits_with_and_without_the_kernel(monkeypatch, name, cfg):
+    ops, x, labels, train = graph_and_features()
+    calls = []
+    run = csr_kernel._run
+    monkeypatch.setattr(csr_kernel, "_run", lambda *a: calls.append(1) or run(*a))
+    runs = []
+    for use in (True, False):
+        with csr_kernel.disabled() if not use else nullcontext():
+            models = []
+            for seed in SEEDS:
+                set_seed(seed)
+                models.append(build_model(name, cfg, x.shape[1], 3))
+            net = stack_models(models).train()
+            logits = net(ops, x, Masks(SEEDS, "fast"))
+            batch_loss(logits, labels, train).sum().backward()
+            runs.append([logits.detach()] + [p.grad for p in net.parameters()])
+            if use:
+                assert calls  # the kernel ran: forward and backward
+    for ours, mkl in zip(*runs, strict=True):
+        assert torch.equal(ours, mkl)
+
+
+@needs_kernel
+@needs_generic_mkl
+def test_unbatched_products_give_the_same_bits(monkeypatch):
+    """One model's feature product (csr_matmul) and a graph product (SparseMatrix), forward and
+    backward."""
+    ops, x, _, _ = graph_and_features()
+    gen = torch.Generator().manual_seed(5)
+    weight = torch.randn(x.shape[1], 64, generator=gen)
+    grad = torch.randn(x.shape[0], 64, generator=gen)
+    matrix = ops.gcn_norm()
+    calls = []
+    run = csr_kernel._run
+    monkeypatch.setattr(csr_kernel, "_run", lambda *a: calls.append(1) or run(*a))
+    results = []
+    for use in (True, False):
+        with csr_kernel.disabled() if not use else nullcontext():
+            w = weight.clone().requires_grad_()
+            h = csr_matmul(x, w)
+            y = matrix.addmm(h, h)
+            y.backward(grad)
+            results.append((y.detach(), w.grad))
+    assert len(calls) == 4  # x w, then M h, then their backward: Mᵀ g and xᵀ g
+    assert torch.equal(results[0][0], results[1][0])
+    assert torch.equal(results[0][1], results[1][1])
+
+
+def test_a_runs_journal_key_names_the_kernel():
+    from twirls.train.journal import machine
+
+    assert f"csr_kernel={csr_kernel.status()}" in machine()
+
+
