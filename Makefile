@@ -57,9 +57,9 @@ $(MKL_INTEL_PATH_LIB):
 	mkdir -p $(dir $@)
 	printf 'int mkl_serv_intel_cpu_true(void) { return 1; }\n' | $(CC) -shared -fPIC -O2 -x c -o $@ -
 
-# CSR x dense products with the bits of MKL's generic kernel (AMD CPUs), mostly 1.2-4.2x as fast
-# from 16 columns (src/twirls/models/csr_kernel.py, docs/costs.md). Without a C compiler the
-# products stay MKL's: the same results, slower.
+# CSR x dense products with the bits of MKL's generic kernel (AMD CPUs), faster from 16 columns
+# (src/twirls/models/csr_kernel.py, docs/costs.md). Without a C compiler the products stay
+# MKL's: the same results, slower.
 $(CSR_KERNEL_LIB): src/twirls/models/csr_kernel.c | $(STAMP)
 	@mkdir -p $(dir $@)
 	@if ! command -v $(CC) >/dev/null; then \

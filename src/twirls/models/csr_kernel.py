@@ -1,4 +1,4 @@
-"""CSR x dense products on the CPU with MKL's bits, mostly 1.2-4.2x as fast from 16 columns.
+"""CSR x dense products on the CPU with MKL's bits, faster than MKL from 16 columns.
 
 Every sparse product of the models (a propagation step ``M Y``, bag-of-words features times a
 weight, their transposes in the backward passes) is a CSR matrix times a dense one. On x86 CPUs
@@ -18,10 +18,10 @@ that, with the columns in register blocks and the rows of ``W`` prefetched.
   anything else, or no library, goes to torch as before.
 * Safety: when the library loads, its products on a small matrix must equal the same sums done
   one torch operation at a time; otherwise it is not used and :func:`status` says why.
-* Speed (``python -m twirls.bench.csr_kernels``, ``reports/benchmarks/csr-kernels.json``: one
-  core, Cora's and Citeseer's features and graphs): 1.21-1.53x at 16 columns and 1.23-4.18x at
-  32-320, but 0.84-2.15x at 30 (its column blocks of 16, 8, 4 and 2 each read the row again)
-  and 0.35-0.53x at 7, where MKL keeps the products.
+* Speed: ``python -m twirls.bench.csr_kernels`` times it against MKL on Cora's and Citeseer's
+  features and graphs (``reports/benchmarks/csr-kernels.json``, ``docs/costs.md``): faster
+  from 16 columns, most of all from 32 (the width of a column block), slower at 7, where MKL
+  keeps the products.
 """
 
 from __future__ import annotations
