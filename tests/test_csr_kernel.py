@@ -42,6 +42,15 @@ def one_thread(monkeypatch):
 SEEDS = [3, 11, 12]
 
 
+@pytest.fixture
+def kernel_calls(monkeypatch) -> list[int]:
+    """One entry per product the kernel computes from now on."""
+    calls: list[int] = []
+    run = csr_kernel._run
+    monkeypatch.setattr(csr_kernel, "_run", lambda *a: calls.append(1) or run(*a))
+    return calls
+
+
 def graph_and_features(n: int = 80, d: int = 300, seed: int = 0):
     """A random graph, ~30 % dense nonnegative CSR features, labels of 3 classes and 20
     training nodes."""
@@ -168,11 +177,8 @@ def test_a_kernel_that_rounds_otherwise_is_refused():
     ("mlp", {"hidden": 32, "input_dropout": 0.2}),  # _SparseLinear with a bias
     ("gcn", {"hidden": 16}),  # the graph products on the 3 seeds' 48 columns
 ])
-def test_training_gives_the_same_bits_with_and_without_the_kernel(monkeypatch, name, cfg):
+def test_training_gives_the_same_bits_with_and_without_the_kernel(kernel_calls, name, cfg):
     ops, x, labels, train = graph_and_features()
-    calls = []
-    run = csr_kernel._run
-    monkeypatch.setattr(csr_kernel, "_run", lambda *a: calls.append(1) or run(*a))
     runs = []
     for use in (True, False):
         with csr_kernel.disabled() if not use else nullcontext():
@@ -185,14 +191,14 @@ def test_training_gives_the_same_bits_with_and_without_the_kernel(monkeypatch, n
             batch_loss(logits, labels, train).sum().backward()
             runs.append([logits.detach()] + [p.grad for p in net.parameters()])
             if use:
-                assert calls  # the kernel ran: forward and backward
+                assert kernel_calls  # the kernel ran: forward and backward
     for ours, mkl in zip(*runs, strict=True):
         assert torch.equal(ours, mkl)
 
 
 @needs_kernel
 @needs_generic_mkl
-def test_unbatched_products_give_the_same_bits(monkeypatch):
+def test_unbatched_products_give_the_same_bits(kernel_calls):
     """One model's feature product (csr_matmul) and a graph product (SparseMatrix), forward and
     backward."""
     ops, x, _, _ = graph_and_features()
@@ -200,9 +206,6 @@ def test_unbatched_products_give_the_same_bits(monkeypatch):
     weight = torch.randn(x.shape[1], 64, generator=gen)
     grad = torch.randn(x.shape[0], 64, generator=gen)
     matrix = ops.gcn_norm()
-    calls = []
-    run = csr_kernel._run
-    monkeypatch.setattr(csr_kernel, "_run", lambda *a: calls.append(1) or run(*a))
     results = []
     for use in (True, False):
         with csr_kernel.disabled() if not use else nullcontext():
@@ -211,7 +214,7 @@ def test_unbatched_products_give_the_same_bits(monkeypatch):
             y = matrix.addmm(h, h)
             y.backward(grad)
             results.append((y.detach(), w.grad))
-    assert len(calls) == 4  # x w, then M h, then their backward: Mᵀ g and xᵀ g
+    assert len(kernel_calls) == 4  # x w, then M h, then their backward: Mᵀ g and xᵀ g
     assert torch.equal(results[0][0], results[1][0])
     assert torch.equal(results[0][1], results[1][1])
 

@@ -30,6 +30,7 @@ import ctypes
 import functools
 import hashlib
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +38,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+SOURCE = Path(__file__).with_name("csr_kernel.c")  # what `make` compiles into LIBRARY
 LIBRARY = Path(sys.prefix) / "lib" / "libtwirls_csr_kernel.so"
 MIN_WIDTH = 16  # narrower products stay MKL's (faster there)
 MIN_WORK = 2**16  # and so do products of fewer multiply-adds (the call costs ~3 µs more)
@@ -62,6 +64,8 @@ def _load() -> tuple[ctypes._CFuncPtr | None, str]:  # type: ignore[name-defined
     func.restype = None
     problem = _self_check(func)
     if problem:
+        warnings.warn(f"twirls: {LIBRARY} is not used, its products are not MKL's: {problem}; "
+                      f"rebuild it from {SOURCE} (make)", RuntimeWarning, stacklevel=2)
         return None, f"rejected: {problem}"
     return func, "sha256:" + hashlib.sha256(LIBRARY.read_bytes()).hexdigest()[:12]
 
