@@ -57,15 +57,16 @@ $(MKL_INTEL_PATH_LIB):
 	mkdir -p $(dir $@)
 	printf 'int mkl_serv_intel_cpu_true(void) { return 1; }\n' | $(CC) -shared -fPIC -O2 -x c -o $@ -
 
-# CSR x dense products with the bits of MKL's generic kernel (AMD CPUs), faster from 16 columns
+# CSR x dense products with the bits of MKL's generic kernel (AMD CPUs), faster from 5 columns
 # (src/twirls/models/csr_kernel.py, docs/costs.md). Without a C compiler the products stay
-# MKL's: the same results, slower.
+# MKL's: the same results, slower. Built beside the library, then moved over it: a process
+# that has the old one loaded keeps it.
 $(CSR_KERNEL_LIB): src/twirls/models/csr_kernel.c | $(STAMP)
 	@mkdir -p $(dir $@)
 	@if ! command -v $(CC) >/dev/null; then \
 	  echo "make: no C compiler ($(CC)): CSR products stay MKL's (the same results, slower)"; \
-	elif ! $(CC) -O3 -ffp-contract=off -fPIC -shared -o $@ $<; then \
-	  echo "make: $@ did not build: CSR products stay MKL's (the same results, slower)"; \
+	elif ! { $(CC) -O3 -ffp-contract=off -fPIC -shared -o $@.tmp $< && mv -f $@.tmp $@; }; then \
+	  rm -f $@.tmp; echo "make: $@ did not build: CSR products stay MKL's (the same results, slower)"; \
 	fi
 
 test: $(STAMP) $(CSR_KERNEL_LIB)

@@ -5,6 +5,8 @@ with it and without it."""
 from __future__ import annotations
 
 import ctypes
+import subprocess
+import sys
 from contextlib import nullcontext
 
 import pytest
@@ -85,7 +87,7 @@ def bag_of_words(seed: int = 0) -> torch.Tensor:
 def test_the_kernel_sums_each_row_in_stored_order_without_fusing(index):
     x = random_csr(index=index)
     gen = torch.Generator().manual_seed(1)
-    for width in (16, 17, 31, 35, 64, 79, 130, 320):
+    for width in (5, 7, 8, 9, 15, 16, 17, 31, 35, 64, 79, 130, 320):
         w = torch.randn(x.shape[1], width, generator=gen)
         assert csr_kernel.applies(x, w)
         ours = csr_kernel.mm(x, w)
@@ -93,12 +95,60 @@ def test_the_kernel_sums_each_row_in_stored_order_without_fusing(index):
                                                    x.values(), w)), width
 
 
+# W ends where a page that may not be read begins: a read past W's last row would crash
+GUARDED_W = """
+import ctypes, mmap, torch
+from twirls.models import csr_kernel
+from twirls.models.csr_kernel import reference_product
+csr_kernel.MIN_WORK = 0
+torch.set_num_threads(1)
+libc, page = ctypes.CDLL(None), mmap.PAGESIZE
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+gen = torch.Generator().manual_seed(6)
+for width in (5, 7, 8, 9, 15, 35, 100):
+    k = 3
+    buf = mmap.mmap(-1, 2 * page)
+    start = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    assert libc.mprotect(start + page, page, 0) == 0  # PROT_NONE
+    w = torch.frombuffer(buf, dtype=torch.float32, count=k * width,
+                         offset=page - 4 * k * width).view(k, width)
+    w.copy_(torch.randn(k, width, generator=gen))
+    col = torch.tensor([2, 0, 2, 1, 2], dtype=torch.int32)  # every row ends on W's last
+    crow = torch.tensor([0, 1, 3, 3, 5], dtype=torch.int32)
+    x = torch.sparse_csr_tensor(crow, col, torch.randn(5, generator=gen), (4, k),
+                                check_invariants=True)
+    assert csr_kernel.applies(x, w)
+    assert torch.equal(csr_kernel.mm(x, w), reference_product(crow, col, x.values(), w)), width
+print("ok")
+"""
+
+
+@needs_kernel
+def test_the_kernel_reads_and_writes_within_its_operands():
+    """Below 64 columns a row's sums are read and stored as whole 8-lane vectors; the lanes
+    past the row's end must never reach beyond ``W`` or ``out``."""
+    run = subprocess.run([sys.executable, "-c", GUARDED_W], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
+    x = random_csr()
+    gen = torch.Generator().manual_seed(7)
+    for width in (5, 7, 9, 15, 35, 100):
+        w = torch.randn(x.shape[1], width, generator=gen)
+        size = x.shape[0] * width
+        buf = torch.full((size + 64,), 7.0)
+        out = buf[:size].view(x.shape[0], width)
+        csr_kernel.mm(x, w, out=out)
+        assert torch.equal(out, reference_product(x.crow_indices(), x.col_indices(),
+                                                  x.values(), w)), width
+        assert torch.equal(buf[size:], torch.full((64,), 7.0)), width
+
+
 @needs_kernel
 @needs_generic_mkl
 def test_the_kernel_gives_mkls_bits():
     gen = torch.Generator().manual_seed(2)
     for x in (bag_of_words(), random_csr(300, 300, seed=3)):
-        for width in (16, 30, 35, 64, 128, 320):
+        for width in (5, 6, 7, 9, 16, 30, 35, 64, 100, 128, 320):
             w = torch.randn(x.shape[1], width, generator=gen)
             add = torch.randn(x.shape[0], width, generator=gen)
             bias = torch.randn(width, generator=gen).expand(x.shape[0], -1)
@@ -146,10 +196,10 @@ def test_other_products_go_to_torch(monkeypatch):
 
 
 def test_a_kernel_that_rounds_otherwise_is_refused():
-    signature = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, *[ctypes.c_void_p] * 5)
+    signature = ctypes.CFUNCTYPE(None, *[ctypes.c_int64] * 3, *[ctypes.c_void_p] * 5)
 
     def kernel(rounding):
-        def run(n, m, crow, col, val, w, out):
+        def run(n, m, k, crow, col, val, w, out):
             def tensor(address, count, dtype):
                 kind = ctypes.c_int32 if dtype == torch.int32 else ctypes.c_float
                 return torch.frombuffer((kind * count).from_address(address), dtype=dtype)
@@ -157,8 +207,7 @@ def test_a_kernel_that_rounds_otherwise_is_refused():
             crow_t = tensor(crow, n + 1, torch.int32)
             nnz = int(crow_t[-1])
             col_t, val_t = tensor(col, nnz, torch.int32), tensor(val, nnz, torch.float32)
-            rows = int(col_t.max()) + 1 if nnz else 0
-            w_t = tensor(w, max(rows, 1) * m, torch.float32).view(-1, m)
+            w_t = tensor(w, k * m, torch.float32).view(k, m)
             tensor(out, n * m, torch.float32).copy_(rounding(crow_t, col_t, val_t, w_t).view(-1))
         return signature(run)
 

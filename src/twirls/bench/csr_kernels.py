@@ -1,5 +1,5 @@
 """Sparse x dense products on the CPU: MKL's CSR kernel (``torch.sparse.mm``), this project's
-kernel with MKL's arithmetic (:mod:`twirls.models.csr_kernel`, which the models run from 16
+kernel with MKL's arithmetic (:mod:`twirls.models.csr_kernel`, which the models run from 5
 columns) and FBGEMM's ``embedding_bag`` (``mode="sum"``, a row's stored values as the per-sample
 weights of the dense rows it picks), written to ``reports/benchmarks/csr-kernels.json``.
 
@@ -14,7 +14,7 @@ weights of the dense rows it picks), written to ``reports/benchmarks/csr-kernels
   :func:`twirls.models.sparse_features.drop_zeros` does. The dense operand is random, ``width``
   columns wide (a batch of 5 seeds propagates 5 x the classes: 35 on Cora, 30 on Citeseer).
 * A record: each kernel's milliseconds (the median of ``--repeats`` calls after two of warm-up,
-  one torch thread, 32-bit indices; the project's kernel at every width, also below the 16
+  one torch thread, 32-bit indices; the project's kernel at every width, also below the 5
   columns from which the models take it), MKL's over each other's (``speedup``,
   ``csr_kernel_speedup``), and whether each product has MKL's bits (``same_bits``; else
   ``max_rel_diff``, the largest difference over the largest entry; ``csr_kernel_same_bits``).
@@ -55,7 +55,7 @@ from twirls.models.sparse_features import drop_zeros
 from twirls.train.cpu import configure_cpu
 from twirls.train.experiment import prepare_features
 
-WIDTHS = (7, 16, 30, 32, 35, 64, 128, 320)
+WIDTHS = (5, 6, 7, 16, 30, 32, 35, 64, 100, 128, 320)
 DROPOUT = 0.5
 
 
@@ -120,7 +120,7 @@ def rel_diff(reference: Tensor, other: Tensor) -> float:
 
 
 STEPS = ("table8:paper-k2:16:0.5", "table8:reference-k2:64:0.1", "cora-twirls-base-k2",
-         "cora-gcnii", "table4-twirls:nettack-cora")
+         "cora-gcnii", "table4-twirls:nettack-cora", "table4-twirls:nettack-citeseer")
 
 
 def step_times(name: str, args: argparse.Namespace, params: dict[str, Any]) -> dict[str, Any]:

@@ -1,11 +1,12 @@
-"""CSR x dense products on the CPU with MKL's bits, faster than MKL from 16 columns.
+"""CSR x dense products on the CPU with MKL's bits, faster than MKL from 5 columns.
 
 Every sparse product of the models (a propagation step ``M Y``, bag-of-words features times a
 weight, their transposes in the backward passes) is a CSR matrix times a dense one. On x86 CPUs
 torch runs MKL's CSR kernel for it, and on AMD CPUs MKL runs its generic kernel, which sums a
 row's products in stored order, each product rounded before it is added. ``csr_kernel.c`` (built
 by ``make`` into the environment, ``$(VENV)/lib/libtwirls_csr_kernel.so``) computes exactly
-that, with the columns in register blocks and the rows of ``W`` prefetched.
+that, with a row's sums in vector registers (blocks of 64 columns, the rest in 8-lane vectors
+read once) and the rows of ``W`` prefetched.
 
 * Bits: the same as MKL's generic kernel, product by product (``tests/test_csr_kernel.py``;
   ``python -m twirls.bench.csr_kernels`` checks every product it times). So it runs only where
@@ -20,8 +21,8 @@ that, with the columns in register blocks and the rows of ``W`` prefetched.
   one torch operation at a time; otherwise it is not used and :func:`status` says why.
 * Speed: ``python -m twirls.bench.csr_kernels`` times it against MKL on Cora's and Citeseer's
   features and graphs (``reports/benchmarks/csr-kernels.json``, ``docs/costs.md``): faster
-  from 16 columns, most of all from 32 (the width of a column block), slower at 7, where MKL
-  keeps the products.
+  from 5 columns, by the most where a row's sums fill its vectors (a batch of 5 seeds of 6 or
+  7 classes: 30 and 35 columns); below 5 columns MKL is as fast or faster.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from torch import Tensor
 
 SOURCE = Path(__file__).with_name("csr_kernel.c")  # what `make` compiles into LIBRARY
 LIBRARY = Path(sys.prefix) / "lib" / "libtwirls_csr_kernel.so"
-MIN_WIDTH = 16  # narrower products stay MKL's (faster there)
+MIN_WIDTH = 5  # narrower products stay MKL's (as fast or faster there)
 MIN_WORK = 2**16  # and so do products of fewer multiply-adds (the call costs ~3 µs more)
 _enabled = True
 
@@ -60,7 +61,7 @@ def _load() -> tuple[ctypes._CFuncPtr | None, str]:  # type: ignore[name-defined
         func = ctypes.CDLL(str(LIBRARY)).twirls_csr_mm
     except (OSError, AttributeError) as err:
         return None, f"rejected: {err}"
-    func.argtypes = [ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 5
+    func.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 5
     func.restype = None
     problem = _self_check(func)
     if problem:
@@ -106,8 +107,8 @@ def _run(func, x: Tensor, w: Tensor, out: Tensor) -> Tensor:  # type: ignore[no-
     if crow.dtype != torch.int32:
         crow, col = crow.to(torch.int32), col.to(torch.int32)
     values = x.values().contiguous()
-    func(x.shape[0], w.shape[1], crow.data_ptr(), col.data_ptr(), values.data_ptr(),
-         w.data_ptr(), out.data_ptr())
+    func(x.shape[0], w.shape[1], w.shape[0], crow.data_ptr(), col.data_ptr(),
+         values.data_ptr(), w.data_ptr(), out.data_ptr())
     return out
 
 
@@ -157,10 +158,10 @@ def _self_check(func) -> str:  # type: ignore[no-untyped-def]
     crow = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)]).to(torch.int32)
     col = torch.randint(0, 20, (int(counts.sum()),), generator=gen, dtype=torch.int32)
     values = torch.randn(col.numel(), generator=gen)
-    for width in (1, 7, 16, 37, 127, 130):
+    for width in (1, 3, 7, 8, 9, 15, 16, 37, 127, 130):
         w = torch.randn(20, width, generator=gen)
         out = torch.empty(12, width)
-        func(12, width, crow.data_ptr(), col.data_ptr(), values.data_ptr(), w.data_ptr(),
+        func(12, width, 20, crow.data_ptr(), col.data_ptr(), values.data_ptr(), w.data_ptr(),
              out.data_ptr())
         if not torch.equal(out, reference_product(crow, col, values, w)):
             return f"its products at width {width} differ from the sums in order (fused " \
