@@ -5,6 +5,7 @@ with it and without it."""
 from __future__ import annotations
 
 import ctypes
+import shutil
 import subprocess
 import sys
 from contextlib import nullcontext
@@ -266,6 +267,30 @@ def test_unbatched_products_give_the_same_bits(kernel_calls):
     assert len(kernel_calls) == 4  # x w, then M h, then their backward: Mᵀ g and xᵀ g
     assert torch.equal(results[0][0], results[1][0])
     assert torch.equal(results[0][1], results[1][1])
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")
+def test_a_library_built_from_another_version_is_refused_with_a_hint(tmp_path):
+    """A library left from an older ``csr_kernel.c`` (``git pull`` without ``make``) takes
+    other arguments: it is refused with one warning, never called."""
+    source = csr_kernel.SOURCE.read_text()
+    line = "int twirls_csr_version(void) { return 2; }"
+    assert line in source and csr_kernel.VERSION == 2
+    builds = {"current": source, "version 1": source.replace(line, ""),
+              "version 3": source.replace(line, line.replace("2", "3"))}
+    for name, text in builds.items():
+        (tmp_path / "k.c").write_text(text)
+        library = tmp_path / f"{name.replace(' ', '')}.so"
+        subprocess.run(["cc", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-o", str(library),
+                        str(tmp_path / "k.c")], check=True)
+        if name == "current":
+            func, status = csr_kernel._open(library)
+            assert func is not None and status.startswith("sha256:")
+            continue
+        with pytest.warns(RuntimeWarning, match="`make` rebuilds it"):
+            func, status = csr_kernel._open(library)
+        assert func is None and status == (f"rejected: it was built from version "
+                                           f"{name[-1]} of the kernel, not 2")
 
 
 def test_a_runs_journal_key_names_the_kernel():

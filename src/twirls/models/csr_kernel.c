@@ -116,6 +116,10 @@ static void (*const vectors[9])(int64_t, int64_t, int64_t, int64_t, const int32_
                                 const int32_t *, const float *, const float *, float *) = {
     0, vectors_1, vectors_2, vectors_3, vectors_4, vectors_5, vectors_6, vectors_7, vectors_8};
 
+/* Bumped whenever twirls_csr_mm's arguments change: twirls.models.csr_kernel.VERSION must match,
+ * so that a library built from an older source is refused rather than called wrongly. */
+int twirls_csr_version(void) { return 2; }
+
 void twirls_csr_mm(int64_t n, int64_t m, int64_t k, const int32_t *restrict crow,
                    const int32_t *restrict col, const float *restrict val,
                    const float *restrict w, float *restrict out) {

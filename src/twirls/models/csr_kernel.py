@@ -43,6 +43,7 @@ SOURCE = Path(__file__).with_name("csr_kernel.c")  # what `make` compiles into L
 LIBRARY = Path(sys.prefix) / "lib" / "libtwirls_csr_kernel.so"
 MIN_WIDTH = 5  # narrower products stay MKL's (as fast or faster there)
 MIN_WORK = 2**16  # and so do products of fewer multiply-adds (the call costs ~3 µs more)
+VERSION = 2  # twirls_csr_version() of csr_kernel.c: a library built from another is not called
 _enabled = True
 
 
@@ -57,18 +58,33 @@ def _load() -> tuple[ctypes._CFuncPtr | None, str]:  # type: ignore[name-defined
         return None, "none"
     if mkl_code_path() != "generic":
         return None, f"off: MKL's kernels here are {mkl_code_path() or 'absent'}, not generic"
+    return _open(LIBRARY)
+
+
+def _open(library: Path) -> tuple[ctypes._CFuncPtr | None, str]:  # type: ignore[name-defined]
+    """:func:`_load`'s kernel from ``library``: refused (with a warning) when it was built
+    from another version of :data:`SOURCE` (its ``twirls_csr_version``) or its products are
+    not the sums in order (:func:`_self_check`)."""
     try:
-        func = ctypes.CDLL(str(LIBRARY)).twirls_csr_mm
-    except (OSError, AttributeError) as err:
+        lib = ctypes.CDLL(str(library))
+    except OSError as err:
         return None, f"rejected: {err}"
-    func.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 5
-    func.restype = None
-    problem = _self_check(func)
+    version = getattr(lib, "twirls_csr_version", None)
+    if version is not None:
+        version.restype = ctypes.c_int
+    built = 1 if version is None else version()  # version 1 had no such function
+    if built != VERSION:
+        problem = f"it was built from version {built} of the kernel, not {VERSION}"
+    else:
+        func = lib.twirls_csr_mm
+        func.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 5
+        func.restype = None
+        problem = _self_check(func)
     if problem:
-        warnings.warn(f"twirls: {LIBRARY} is not used, its products are not MKL's: {problem}; "
-                      f"rebuild it from {SOURCE} (make)", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"twirls: {library} is not used ({problem}); the products stay MKL's "
+                      f"until `make` rebuilds it from {SOURCE}", RuntimeWarning, stacklevel=3)
         return None, f"rejected: {problem}"
-    return func, "sha256:" + hashlib.sha256(LIBRARY.read_bytes()).hexdigest()[:12]
+    return func, "sha256:" + hashlib.sha256(library.read_bytes()).hexdigest()[:12]
 
 
 def status() -> str:
