@@ -69,7 +69,7 @@ typedef float v8u __attribute__((vector_size(32), aligned(4))); /* an unaligned 
         const int32_t nnz = crow[n];                                                         \
         const int64_t over = (c + 8 * V + m - 1) / m; /* rows a read may touch */            \
         const int64_t safe = k - over + 1 > 0 ? k - over + 1 : 0;                            \
-        const int ahead = k * m * (int64_t)sizeof(float) > PREFETCH_BYTES; /* W past L2 */   \
+        const int ahead = k * m * (int64_t)sizeof(float) > PREFETCH_BYTES;                    \
         v8 tail[8][V];                                                                       \
         for (int64_t r = safe; r < k; r++) {                                                 \
             float t[8 * V];                                                                  \

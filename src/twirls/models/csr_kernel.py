@@ -122,8 +122,13 @@ def _run(func, x: Tensor, w: Tensor, out: Tensor) -> Tensor:  # type: ignore[no-
     crow, col = x.crow_indices(), x.col_indices()
     if crow.dtype != torch.int32:
         crow, col = crow.to(torch.int32), col.to(torch.int32)
-    values = x.values().contiguous()
-    func(x.shape[0], w.shape[1], w.shape[0], crow.data_ptr(), col.data_ptr(),
+    return _call(func, crow, col, x.values().contiguous(), w, out)
+
+
+def _call(func, crow: Tensor, col: Tensor, values: Tensor,  # type: ignore[no-untyped-def]
+          w: Tensor, out: Tensor) -> Tensor:
+    """``out = X w`` by ``func`` for ``X`` given by int32 ``crow``, ``col`` and ``values``."""
+    func(crow.numel() - 1, w.shape[1], w.shape[0], crow.data_ptr(), col.data_ptr(),
          values.data_ptr(), w.data_ptr(), out.data_ptr())
     return out
 
@@ -176,9 +181,7 @@ def _self_check(func) -> str:  # type: ignore[no-untyped-def]
     values = torch.randn(col.numel(), generator=gen)
     for width in (1, 3, 7, 8, 9, 15, 16, 37, 127, 130):
         w = torch.randn(20, width, generator=gen)
-        out = torch.empty(12, width)
-        func(12, width, 20, crow.data_ptr(), col.data_ptr(), values.data_ptr(), w.data_ptr(),
-             out.data_ptr())
+        out = _call(func, crow, col, values, w, torch.empty(12, width))
         if not torch.equal(out, reference_product(crow, col, values, w)):
             return f"its products at width {width} differ from the sums in order (fused " \
                    f"multiply-add? it must be built with -ffp-contract=off)"
