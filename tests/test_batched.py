@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from contextlib import nullcontext
 from dataclasses import replace
 
 import pytest
@@ -15,8 +16,17 @@ from torch import nn
 from torch.nn import functional as F
 
 from twirls.data.graph import Split, undirected_graph
-from twirls.models import MODELS, GraphOps, build_model, layers, propagation, sparse_features
+from twirls.models import (
+    MODELS,
+    GraphOps,
+    build_model,
+    csr_kernel,
+    layers,
+    propagation,
+    sparse_features,
+)
 from twirls.models.attention import AttentionSpec, TruncatedLp
+from twirls.models.baselines.gcnii import residual_adjacency
 from twirls.models.masks import drawing_from
 from twirls.models.propagation import PropagationSpec, propagate, row_operator, row_operator_pays
 from twirls.train.batched import (
@@ -28,6 +38,7 @@ from twirls.train.batched import (
     train_batch,
     trainer,
 )
+from twirls.train.batched.layers import from_wide, seeds_addmm, to_wide
 from twirls.train.batched.trainer import batch_loss, make_optimizer
 from twirls.train.loop import TrainConfig, run_seeds, seed_model_run, set_seed, train_run
 
@@ -208,13 +219,37 @@ def cora(tmp_path_factory):
     ("appnp", {"steps": 10, "alpha": 0.1, "layers": 2, "hidden": 64, "dropout": 0.5}),
     ("jknet", {"layers": 3, "hidden": 64, "mode": "cat", "dropout": 0.5}),  # cora-jknet
     ("dagnn", {"steps": 10, "hidden": 64, "dropout": 0.8}),  # cora-dagnn
+    ("gcnii", {"layers": 4, "hidden": 64, "alpha": 0.1, "lam": 0.5, "dropout": 0.6}),
 ])
 def test_forward_and_gradients_on_cora(cora, name, cfg):
     """On Cora's features as the stages give them: sparse CSR to the models that take it, the
     dense matrix to JKNet and DAGNN (which drop out and multiply its cached CSR copy)."""
     ops, x, labels, split = cora
-    check_same_as_single(name, cfg, ops, x if name in ("jknet", "dagnn") else x.to_sparse_csr(),
+    dense = name in ("jknet", "dagnn", "gcnii")
+    check_same_as_single(name, cfg, ops, x if dense else x.to_sparse_csr(),
                          labels, split)
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+def test_seeds_addmm_has_the_bits_of_the_wide_product(cora, kernel):
+    """GCNII's graph product seed by seed on ``(K, n, c)`` slices gives, forward and backward,
+    the bits of one product with ``[H_1 … H_K]`` (the sparse kernel's and MKL's alike)."""
+    ops = cora[0]
+    matrix = residual_adjacency(ops, 0.1)
+    gen = torch.Generator().manual_seed(0)
+    h, add, grad = (torch.randn(3, ops.n, 64, generator=gen) for _ in range(3))
+    with (nullcontext() if kernel else csr_kernel.disabled()):
+        outs, grads = [], []
+        for seedwise in (True, False):
+            y, a = h.clone().requires_grad_(), add.clone().requires_grad_()
+            out = (seeds_addmm(matrix, a, y) if seedwise else
+                   from_wide(matrix.addmm(to_wide(a), to_wide(y)), 3))
+            out.backward(grad)
+            outs.append(out)
+            grads.append((y.grad, a.grad))
+        assert kernel == csr_kernel.applies(matrix.csr, h[0])  # the path this test meant
+    assert torch.equal(outs[0], outs[1])
+    assert all(torch.equal(g, w) for g, w in zip(*grads, strict=True))
 
 
 def test_one_adam_on_stacked_parameters_is_k_adams():

@@ -317,6 +317,39 @@ def graph_mm(matrix: SparseMatrix, h: Tensor) -> Tensor:
     return from_wide(matrix @ to_wide(h), h.shape[0])
 
 
+def seeds_addmm(matrix: SparseMatrix, add: Tensor, h: Tensor) -> Tensor:
+    """``add_k + M h_k`` for every seed, ``(K, n, c)`` in and out (``M``'s entries constant):
+    one sparse product a seed on its own contiguous slice. Each entry is summed in the order
+    :func:`graph_mm`'s wide product sums it, so the bits are the same, but neither side is
+    copied to or from ``[H_1 … H_K]`` (:class:`_SeedsAddmm`)."""
+    return _SeedsAddmm.apply(h, add, matrix)
+
+
+class _SeedsAddmm(torch.autograd.Function):
+    """``out[k] = add[k] + M h[k]``; backward ``∂h[k] = Mᵀ ∂out[k]``, ``∂add = ∂out``."""
+
+    @staticmethod
+    def forward(ctx, h: Tensor, add: Tensor,  # type: ignore[override]
+                matrix: SparseMatrix) -> Tensor:
+        if matrix.values.requires_grad:
+            raise NotImplementedError("seeds_addmm: a matrix with trainable entries")
+        ctx.matrix = matrix
+        h, out = h.contiguous(), h.new_empty(h.shape)
+        for k in range(h.shape[0]):
+            csr_kernel.mm(matrix.csr, h[k], out[k])
+        return out.add_(add)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        grad_h = None
+        if ctx.needs_input_grad[0]:
+            grad, csr_t = grad.contiguous(), ctx.matrix.csr_t
+            grad_h = grad.new_empty(grad.shape)
+            for k in range(grad.shape[0]):
+                csr_kernel.mm(csr_t, grad[k], grad_h[k])
+        return grad_h, grad if ctx.needs_input_grad[1] else None, None
+
+
 def as_batch(h: Tensor, num: int) -> Tensor:
     """``h`` as ``(K, n, c)``: a shared ``(n, c)`` state repeated (a view)."""
     return h.expand(num, *h.shape) if h.dim() == 2 else h

@@ -77,6 +77,7 @@ from twirls.train.batched.layers import (
     linear,
     narrow_linear,
     relu_dropout,
+    seeds_addmm,
     sparse_mlp,
     to_wide,
 )
@@ -356,15 +357,15 @@ class BatchedGCNII(Batched):
         h0 = torch.relu(linear(dropout(x if xs is None else xs, m.dropout, masks),
                                p["lin_in.weight"], p["lin_in.bias"]))
         alpha = m.convs[0].alpha  # every layer's (GCNIIConfig.alpha; layers >= 1)
-        adj, teleport = residual_adjacency(ops, alpha), to_wide(h0) * alpha
-        h = h0
+        adj, teleport = residual_adjacency(ops, alpha), h0 * alpha
+        h = dropout(h0, m.dropout, masks)  # the dropped-out input of the next layer
         for layer, conv in enumerate(m.convs):
-            s = from_wide(adj.addmm(teleport, to_wide(dropout(h, m.dropout, masks))),
-                          self.num)
+            s = seeds_addmm(adj, teleport, h)
             # Stacked keeps W_l transposed: (K, hidden, hidden) holds W_lᵀ
             weight = p[f"convs.{layer}.weight"].transpose(1, 2)
-            h = torch.relu(torch.baddbmm(s, s, weight, beta=1.0 - conv.beta, alpha=conv.beta))
-        out = narrow_linear(dropout(h, m.dropout, masks), p["lin_out.weight"])
+            h = relu_dropout(torch.baddbmm(s, s, weight, beta=1.0 - conv.beta, alpha=conv.beta),
+                             m.dropout, masks)
+        out = narrow_linear(h, p["lin_out.weight"])
         return out + p["lin_out.bias"].unsqueeze(1)
 
     def param_groups(self, weight_decay: float) -> list[dict]:
