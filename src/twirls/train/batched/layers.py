@@ -12,7 +12,9 @@ stays ``(n, d)``, dense or sparse CSR. Sparse features after input dropout are a
   hidden state stays in the CPU's cache.
 * A graph product ``M H`` multiplies ``M`` once by the ``(n, K·h)`` matrix ``[H_1 … H_K]``
   (:func:`graph_mm`): one sparse kernel call for all seeds, with :class:`GraphOps`' own
-  :class:`SparseMatrix` (and its fast backward).
+  :class:`SparseMatrix` (and its fast backward). Where a model goes back to ``(K, n, h)``
+  after every product (GCNII's layers), :func:`seeds_addmm` multiplies each seed's slice in
+  place of the two copies, with the same bits.
 * Dropout draws seed ``k``'s masks from seed ``k``'s own random stream
   (:class:`twirls.models.masks.Masks`), so a seed's masks do not depend on which other seeds
   share its batch.
