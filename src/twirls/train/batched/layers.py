@@ -323,7 +323,10 @@ def seeds_addmm(matrix: SparseMatrix, add: Tensor, h: Tensor) -> Tensor:
     """``add_k + M h_k`` for every seed, ``(K, n, c)`` in and out (``M``'s entries constant):
     one sparse product a seed on its own contiguous slice. Each entry is summed in the order
     :func:`graph_mm`'s wide product sums it, so the bits are the same, but neither side is
-    copied to or from ``[H_1 … H_K]`` (:class:`_SeedsAddmm`)."""
+    copied to or from ``[H_1 … H_K]`` (:class:`_SeedsAddmm`). Off the CPU, the one wide
+    product of :func:`graph_mm` (one launch for all seeds instead of ``K``)."""
+    if h.device.type != "cpu":
+        return from_wide(matrix.addmm(to_wide(add), to_wide(h)), h.shape[0])
     return _SeedsAddmm.apply(h, add, matrix)
 
 
