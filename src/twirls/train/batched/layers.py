@@ -340,9 +340,9 @@ class _SeedsAddmm(torch.autograd.Function):
             raise NotImplementedError("seeds_addmm: a matrix with trainable entries")
         ctx.matrix = matrix
         h, out = h.contiguous(), h.new_empty(h.shape)
-        for k in range(h.shape[0]):
-            csr_kernel.mm(matrix.csr, h[k], out[k])
-        return out.add_(add)
+        for k in range(h.shape[0]):  # what SparseMatrix.addmm_no_grad does, into out[k]
+            csr_kernel.addmm(add[k], matrix.csr, h[k], out[k])
+        return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
