@@ -226,6 +226,9 @@ def test_a_kernel_that_rounds_otherwise_is_refused():
                 "input_dropout": 0.5, "dropout": 0.5}),  # _SparseMLP, then 3 x 3 classes
     ("mlp", {"hidden": 32, "input_dropout": 0.2}),  # _SparseLinear with a bias
     ("gcn", {"hidden": 16}),  # the graph products on the 3 seeds' 48 columns
+    ("twirls", {"steps": 4, "lam": 1.0, "alpha": 1.0, "mlp_before": 2, "hidden": 16,
+                "input_dropout": 0.5, "dropout": 0.5, "variant": "reference",
+                "attention": {"p": 0.1, "tau": 0.2, "T": 2.0}}),  # GraphOps.gather's backward
 ])
 def test_training_gives_the_same_bits_with_and_without_the_kernel(kernel_calls, name, cfg):
     ops, x, labels, train = graph_and_features()
@@ -267,6 +270,26 @@ def test_unbatched_products_give_the_same_bits(kernel_calls):
     assert len(kernel_calls) == 4  # x w, then M h, then their backward: Mᵀ g and xᵀ g
     assert torch.equal(results[0][0], results[1][0])
     assert torch.equal(results[0][1], results[1][1])
+
+
+@needs_kernel
+@pytest.mark.parametrize("with_loops", [False, True])
+@pytest.mark.parametrize("width", [5, 7, 67])
+def test_gather_backward_gives_index_selects_bits(kernel_calls, with_loops, width):
+    """GraphOps.gather (edge_sq_dist's rows) sums its gradient through the kernel with
+    index_select's bits (index_add: in edge order, from +0), signed zeros included."""
+    ops, _, _, _ = graph_and_features()
+    gen = torch.Generator().manual_seed(width)
+    y = torch.randn(ops.n, width, generator=gen)
+    edges = ops.row.numel() if with_loops else ops.num_edges
+    grad = torch.randn(edges, width, generator=gen)
+    grad[::5] = -0.0
+    for index in (("row", "col") if with_loops else ("dst", "src")):
+        ours, theirs = y.clone().requires_grad_(), y.clone().requires_grad_()
+        ops.gather(ours, index).backward(grad)
+        theirs.index_select(0, getattr(ops, index)).backward(grad)
+        assert torch.equal(ours.grad.view(torch.int32), theirs.grad.view(torch.int32))
+    assert len(kernel_calls) == 2
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc)")

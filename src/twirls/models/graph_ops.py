@@ -242,10 +242,21 @@ class GraphOps:
     def edge_sq_dist(self, y: Tensor, *, with_loops: bool = False) -> Tensor:
         """``z_e² = ||y_i - y_j||²`` for every edge ``e = (i, j)`` of ``A`` (2m,), or for every
         entry of the ``Ã`` pattern (2m + n,, zeros on the diagonal) if ``with_loops``."""
-        i, j = (self.row, self.col) if with_loops else (self.dst, self.src)
-        # index_select: advanced indexing's rows, faster on CPU both ways (its backward,
-        # index_add, sums in the same order), so the same bits
-        return (y.index_select(0, i) - y.index_select(0, j)).pow(2).sum(-1)
+        i, j = ("row", "col") if with_loops else ("dst", "src")
+        return (self.gather(y, i) - self.gather(y, j)).pow(2).sum(-1)
+
+    def gather(self, y: Tensor, index: str) -> Tensor:
+        """``y.index_select(0, ops.<index>)`` (``index``: ``"row"``, ``"col"``, ``"dst"`` or
+        ``"src"``), whose backward sums each node's rows through the CSR kernel
+        (:class:`_Gather`): the same bits as ``index_select``'s backward (``index_add``), ~8x
+        faster on CPU (a batch of 5 seeds' ``(60800, 7)`` edge gradients on attacked Cora:
+        1.5 ms -> 0.2 ms)."""
+        ix: Tensor = getattr(self, index)
+        if not (torch.is_grad_enabled() and y.requires_grad) or y.device.type != "cpu":
+            return y.index_select(0, ix)
+        sums = self.cached(("gather_sums", index, y.dtype),
+                           lambda: _gather_sums(ix, self.n, y.dtype))
+        return _Gather.apply(y, ix, sums)
 
 
 class SparseMatrix:
@@ -357,6 +368,37 @@ class SparseMatrix:
         return self.csr.to_dense()
 
 
+class _Gather(torch.autograd.Function):
+    """``y.index_select(0, index)``; backward ``zeros.index_add_(0, index, grad)`` as the
+    product ``S grad`` with the 0/1 matrix ``S`` of :func:`_gather_sums` (row ``r``: the
+    positions ``e`` with ``index[e] = r``, in increasing order) through
+    :func:`csr_kernel.mm`, which sums ``((0 + g_e1) + g_e2) + ...`` in that order just as
+    ``index_add`` does (``1 · g`` is exact), so the same bits; ``index_add`` where the kernel
+    does not apply."""
+
+    @staticmethod
+    def forward(ctx, y: Tensor, index: Tensor, sums: Tensor) -> Tensor:  # type: ignore[override]
+        ctx.index, ctx.sums, ctx.rows = index, sums, y.shape[0]
+        return y.index_select(0, index)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        grad = grad.contiguous()
+        if csr_kernel.applies(ctx.sums, grad):
+            return csr_kernel.mm(ctx.sums, grad), None, None
+        out = grad.new_zeros((ctx.rows, *grad.shape[1:]))
+        return out.index_add_(0, ctx.index, grad), None, None
+
+
+def _gather_sums(index: Tensor, n: int, dtype: torch.dtype) -> Tensor:
+    """The ``n x len(index)`` CSR matrix with a 1 at ``(index[e], e)``, each row's entries in
+    increasing ``e`` (:class:`_Gather`'s backward)."""
+    order = torch.sort(index, stable=True)[1]
+    crow, col = _as_int32(_crow(index, n), order)
+    return _csr_tensor_shape(crow, col, torch.ones(index.numel(), dtype=dtype,
+                                                   device=index.device), (n, index.numel()))
+
+
 def _csr(ops: GraphOps, values: Tensor) -> Tensor:
     crow, col = ops.cached("csr_int32_indices", lambda: _int32_indices(ops))
     return _csr_tensor(crow, col, values, ops.n)
@@ -364,9 +406,15 @@ def _csr(ops: GraphOps, values: Tensor) -> Tensor:
 
 def _csr_tensor(crow: Tensor, col: Tensor, values: Tensor, n: int) -> Tensor:
     """The ``n x n`` CSR tensor of ``(crow, col, values)``, indices taken as valid."""
+    return _csr_tensor_shape(crow, col, values, (n, n))
+
+
+def _csr_tensor_shape(crow: Tensor, col: Tensor, values: Tensor,
+                      shape: tuple[int, int]) -> Tensor:
+    """The CSR tensor of ``(crow, col, values)`` of ``shape``, indices taken as valid."""
     with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
         warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, col, values, (n, n), check_invariants=False)
+        return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
 
 
 def _crow(row: Tensor, n: int) -> Tensor:
