@@ -62,3 +62,15 @@ needs_dgl = needs("dgl")
 needs_deeprobust = needs("deeprobust")
 needs_ogb = needs("ogb")
 needs_dvc = needs("dvc")
+
+
+def _kernel_status() -> str:
+    from twirls.models import csr_kernel
+
+    return f"{csr_kernel.LIBRARY}: {csr_kernel.status()}"
+
+
+#: The tests that need the project's CSR kernel (``make`` builds it where a C compiler is).
+needs_kernel = pytest.mark.skipif(
+    ": sha256:" not in _kernel_status(),
+    reason=f"no CSR kernel here ({_kernel_status()}); `make test` builds it where a C compiler is")

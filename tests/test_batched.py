@@ -43,6 +43,7 @@ from twirls.train.batched.trainer import batch_loss, make_optimizer
 from twirls.train.loop import TrainConfig, run_seeds, seed_model_run, set_seed, train_run
 
 from fixtures import MIRROR, PLANETOID
+from requires import needs_kernel
 
 RTOL, ATOL = 1e-5, 1e-6  # float32: K products in one kernel sum in another order
 SEEDS = [3, 11, 12]
@@ -230,12 +231,7 @@ def test_forward_and_gradients_on_cora(cora, name, cfg):
                          labels, split)
 
 
-@pytest.mark.parametrize("kernel", [
-    pytest.param(True, marks=pytest.mark.skipif(
-        not csr_kernel.status().startswith("sha256:"),
-        reason=f"no CSR kernel here ({csr_kernel.status()}); `make test` builds it where a C "
-               "compiler is")),
-    False])
+@pytest.mark.parametrize("kernel", [pytest.param(True, marks=needs_kernel), False])
 def test_seeds_addmm_has_the_bits_of_the_wide_product(cora, kernel):
     """GCNII's graph product seed by seed on ``(K, n, c)`` slices gives, forward and backward,
     the bits of one product with ``[H_1 … H_K]`` (the sparse kernel's and MKL's alike)."""

@@ -23,10 +23,9 @@ from twirls.train.batched.trainer import batch_loss
 from twirls.train.cpu import mkl_code_path
 from twirls.train.loop import set_seed
 
+from requires import needs_kernel
+
 BUILT = csr_kernel.status().startswith("sha256:")
-needs_kernel = pytest.mark.skipif(
-    not BUILT, reason=f"no CSR kernel here ({csr_kernel.LIBRARY}: {csr_kernel.status()}); "
-                      "`make test` builds it where a C compiler is")
 needs_generic_mkl = pytest.mark.skipif(
     mkl_code_path() != "generic", reason="MKL runs its generic kernel only on non-Intel x86 "
                                          f"CPUs (here: {mkl_code_path()})")

@@ -395,22 +395,16 @@ def _gather_sums(index: Tensor, n: int, dtype: torch.dtype) -> Tensor:
     increasing ``e`` (:class:`_Gather`'s backward)."""
     order = torch.sort(index, stable=True)[1]
     crow, col = _as_int32(_crow(index, n), order)
-    return _csr_tensor_shape(crow, col, torch.ones(index.numel(), dtype=dtype,
+    return _csr_tensor(crow, col, torch.ones(index.numel(), dtype=dtype,
                                                    device=index.device), (n, index.numel()))
 
 
 def _csr(ops: GraphOps, values: Tensor) -> Tensor:
     crow, col = ops.cached("csr_int32_indices", lambda: _int32_indices(ops))
-    return _csr_tensor(crow, col, values, ops.n)
+    return _csr_tensor(crow, col, values, (ops.n, ops.n))
 
 
-def _csr_tensor(crow: Tensor, col: Tensor, values: Tensor, n: int) -> Tensor:
-    """The ``n x n`` CSR tensor of ``(crow, col, values)``, indices taken as valid."""
-    return _csr_tensor_shape(crow, col, values, (n, n))
-
-
-def _csr_tensor_shape(crow: Tensor, col: Tensor, values: Tensor,
-                      shape: tuple[int, int]) -> Tensor:
+def _csr_tensor(crow: Tensor, col: Tensor, values: Tensor, shape: tuple[int, int]) -> Tensor:
     """The CSR tensor of ``(crow, col, values)`` of ``shape``, indices taken as valid."""
     with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
         warnings.simplefilter("ignore", UserWarning)
@@ -432,7 +426,7 @@ def _sddmm_pattern(ops: GraphOps, edges_only: bool, dtype: torch.dtype) -> Tenso
         return _csr(ops, torch.zeros(ops.row.numel(), dtype=dtype, device=ops.device))
     crow, col = _as_int32(_crow(ops.dst, ops.n), ops.src)
     return _csr_tensor(crow, col, torch.zeros(col.numel(), dtype=dtype, device=ops.device),
-                       ops.n)
+                       (ops.n, ops.n))
 
 
 def _int32_indices(ops: GraphOps) -> tuple[Tensor, Tensor]:
