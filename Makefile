@@ -9,6 +9,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MKL_INTEL_PATH_LIB := $(VENV)/lib/libmkl_intel_path.so
 CSR_KERNEL_LIB := $(VENV)/lib/libtwirls_csr_kernel.so
+MASKS_KERNEL_LIB := $(VENV)/lib/libtwirls_masks_kernel.so
+KERNELS := $(CSR_KERNEL_LIB) $(MASKS_KERNEL_LIB)
 
 .PHONY: repro test lint bench clean-venv check-python
 
@@ -40,7 +42,7 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml | check-python
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
-repro: $(STAMP) $(CSR_KERNEL_LIB) $(if $(filter 1,$(MKL_INTEL_PATH)),$(MKL_INTEL_PATH_LIB))
+repro: $(STAMP) $(KERNELS) $(if $(filter 1,$(MKL_INTEL_PATH)),$(MKL_INTEL_PATH_LIB))
 	$(if $(filter 1,$(MKL_INTEL_PATH)),LD_PRELOAD="$(abspath $(MKL_INTEL_PATH_LIB))" )PATH="$(abspath $(BIN)):$$PATH" DVC_NO_ANALYTICS=1 OUTDATED_IGNORE=1 $(BIN)/dvc repro
 
 # MKL, torch's BLAS and sparse BLAS on x86-64, runs generic kernels on CPUs not made by Intel.
@@ -57,19 +59,21 @@ $(MKL_INTEL_PATH_LIB):
 	mkdir -p $(dir $@)
 	printf 'int mkl_serv_intel_cpu_true(void) { return 1; }\n' | $(CC) -shared -fPIC -O2 -x c -o $@ -
 
-# CSR x dense products with the bits of MKL's generic kernel (AMD CPUs), faster from 5 columns
-# (src/twirls/models/csr_kernel.py, docs/costs.md). Without a C compiler the products stay
-# MKL's: the same results, slower. Built beside the library, then moved over it: a process
-# that has the old one loaded keeps it.
-$(CSR_KERNEL_LIB): src/twirls/models/csr_kernel.c | $(STAMP)
+# The C kernels, each built into the environment from src/twirls/models/<name>.c: CSR x dense
+# products with the bits of MKL's generic kernel (AMD CPUs), faster from 5 columns
+# (csr_kernel.py), and dropout masks from NumPy's PCG64 stream, ~2x as fast (masks.py); see
+# docs/costs.md. Without a C compiler the products stay MKL's and the masks NumPy's: the same
+# results, slower. Built beside the library, then moved over it: a process that has the old one
+# loaded keeps it.
+$(VENV)/lib/libtwirls_%.so: src/twirls/models/%.c | $(STAMP)
 	@mkdir -p $(dir $@)
 	@if ! command -v $(CC) >/dev/null; then \
-	  echo "make: no C compiler ($(CC)): CSR products stay MKL's (the same results, slower)"; \
+	  echo "make: no C compiler ($(CC)): $* stays torch's and NumPy's (the same results, slower)"; \
 	elif ! { $(CC) -O3 -ffp-contract=off -fPIC -shared -o $@.tmp $< && mv -f $@.tmp $@; }; then \
-	  rm -f $@.tmp; echo "make: $@ did not build: CSR products stay MKL's (the same results, slower)"; \
+	  rm -f $@.tmp; echo "make: $@ did not build: $* stays torch's and NumPy's (the same results, slower)"; \
 	fi
 
-test: $(STAMP) $(CSR_KERNEL_LIB)
+test: $(STAMP) $(KERNELS)
 	DVC_NO_ANALYTICS=1 $(BIN)/ruff check src tests
 	DVC_NO_ANALYTICS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 

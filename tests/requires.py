@@ -74,3 +74,16 @@ def _kernel_status() -> str:
 needs_kernel = pytest.mark.skipif(
     ": sha256:" not in _kernel_status(),
     reason=f"no CSR kernel here ({_kernel_status()}); `make test` builds it where a C compiler is")
+
+
+def _masks_kernel_status() -> str:
+    from twirls.models import masks
+
+    return f"{masks.LIBRARY}: {masks.kernel_status()}"
+
+
+#: The tests that need the project's masks kernel (``make`` builds it where a C compiler is).
+needs_masks_kernel = pytest.mark.skipif(
+    ": sha256:" not in _masks_kernel_status(),
+    reason=f"no masks kernel here ({_masks_kernel_status()}); `make test` builds it where a C "
+           "compiler is")

@@ -17,7 +17,7 @@ from twirls.data.graph import undirected_graph
 from twirls.models import GraphOps, build_model, csr_kernel
 from twirls.models.csr_kernel import reference_product
 from twirls.models.masks import Masks
-from twirls.models.sparse_features import csr_matmul
+from twirls.models.sparse_features import csr_matmul, drop_zeros, transpose_pattern
 from twirls.train.batched import stack_models
 from twirls.train.batched.trainer import batch_loss
 from twirls.train.cpu import mkl_code_path
@@ -296,10 +296,10 @@ def test_a_library_built_from_another_version_is_refused_with_a_hint(tmp_path):
     """A library left from an older ``csr_kernel.c`` (``git pull`` without ``make``) takes
     other arguments: it is refused with one warning, never called."""
     source = csr_kernel.SOURCE.read_text()
-    line = "int twirls_csr_version(void) { return 2; }"
-    assert line in source and csr_kernel.VERSION == 2
+    line = "int twirls_csr_version(void) { return 3; }"
+    assert line in source and csr_kernel.VERSION == 3
     builds = {"current": source, "version 1": source.replace(line, ""),
-              "version 3": source.replace(line, line.replace("2", "3"))}
+              "version 2": source.replace(line, line.replace("3", "2"))}
     for name, text in builds.items():
         (tmp_path / "k.c").write_text(text)
         library = tmp_path / f"{name.replace(' ', '')}.so"
@@ -312,7 +312,44 @@ def test_a_library_built_from_another_version_is_refused_with_a_hint(tmp_path):
         with pytest.warns(RuntimeWarning, match="`make` rebuilds it"):
             func, status = csr_kernel._open(library)
         assert func is None and status == (f"rejected: it was built from version "
-                                           f"{name[-1]} of the kernel, not 2")
+                                           f"{name[-1]} of the kernel, not 3")
+
+
+def numpys_drop_zeros(crow, col, values, order=None):
+    """:func:`~twirls.models.sparse_features.drop_zeros` as NumPy computes it."""
+    with csr_kernel.disabled():
+        return drop_zeros(crow, col, values, order)
+
+
+@needs_kernel
+def test_the_librarys_drop_zeros_keeps_what_numpys_keeps():
+    """The one-pass copy without stored zeros: the same indices and value bits as NumPy's
+    bookkeeping, in stored order and gathered by the transposed pattern's permutation, for
+    ``-0`` (dropped), ``NaN`` (kept), empty rows, a matrix of zeros, and nothing to drop."""
+    x = random_csr(60, 50, seed=4)
+    values = x.values().clone()
+    values[::3] = 0.0
+    values[1::11] = -0.0
+    values[2::13] = float("nan")
+    t = transpose_pattern(x)
+    cases = [(x.crow_indices(), x.col_indices(), values, None),
+             (t.t_crow, t.t_col, values, t.perm),
+             (x.crow_indices(), x.col_indices(), torch.zeros_like(values), None),
+             (t.t_crow, t.t_col, torch.zeros_like(values), t.perm)]
+    for crow, col, vals, order in cases:
+        ours = csr_kernel.drop_zeros(crow, col, vals, order)
+        assert ours is not None and ours[2].numel() < col.numel()
+        theirs = numpys_drop_zeros(crow, col, vals, order)
+        for a, b in zip(ours, theirs, strict=True):
+            assert a.dtype == b.dtype and torch.equal(a.view(torch.int32), b.view(torch.int32))
+        assert torch.equal(drop_zeros(crow, col, vals, order)[1], theirs[1])
+    full = x.values()  # nothing to drop: the inputs back, the values gathered by the order
+    crow, col = x.crow_indices(), x.col_indices()
+    assert drop_zeros(crow, col, full)[2] is full
+    assert torch.equal(drop_zeros(t.t_crow, t.t_col, full, t.perm)[2], full[t.perm])
+    assert csr_kernel.drop_zeros(crow.long(), col.long(), values) is None  # int64: NumPy's
+    with csr_kernel.disabled():
+        assert csr_kernel.drop_zeros(crow, col, values) is None
 
 
 def test_a_runs_journal_key_names_the_kernel():

@@ -25,8 +25,12 @@ weights of the dense rows it picks), written to ``reports/benchmarks/csr-kernels
 * ``--steps``: whole training epochs of a few configurations as their stages run them
   (:mod:`twirls.bench.batched_seeds`' names; one batch of ``--batch`` seeds, the training step
   and the evaluation forward, :func:`~twirls.bench.batched_seeds.epoch_parts`), milliseconds a
-  seed-epoch with MKL's products and with the project's kernel, alternating, ``--rounds``
-  rounds each (``steps``: every round's times and the medians' ratio).
+  seed-epoch three ways, alternating, ``--rounds`` rounds each: with the project's C kernels
+  (``csr_kernel_ms``), without the CSR kernel's library (``mkl_ms``: MKL's products, NumPy's
+  :func:`~twirls.models.sparse_features.drop_zeros`) and with NumPy's masks instead of the
+  masks kernel's (``numpy_masks_ms``; :mod:`twirls.models.masks`) (``steps``: every round's
+  times and the medians' ratios, ``speedup`` and ``masks_kernel_speedup``). ``--datasets``
+  with no name times the epochs alone.
 * The file carries ``reference_s`` (:func:`twirls.bench.calibrate.reference_seconds`) at its
   start and end, and the machine's kernels (``mkl``: generic ones on an AMD CPU,
   ``docs/costs.md``; ``csr_kernel``).
@@ -49,7 +53,7 @@ from twirls.bench.calibrate import median_ms, reference_seconds
 from twirls.bench.pipeline import bench_header
 from twirls.data.registry import load_dataset
 from twirls.files import write_json
-from twirls.models import csr_kernel
+from twirls.models import csr_kernel, masks
 from twirls.models.graph_ops import GraphOps
 from twirls.models.sparse_features import drop_zeros
 from twirls.train.cpu import configure_cpu
@@ -132,20 +136,23 @@ def step_times(name: str, args: argparse.Namespace, params: dict[str, Any]) -> d
     exp, data = config_inputs(name, args, params)
     inp = run_inputs(exp, data, torch.device("cpu"), progress=False)
     split = data.splits[inp.splits[0]]
-    times: dict[str, list[float]] = {"mkl_ms": [], "csr_kernel_ms": []}
+    sides = {"mkl_ms": csr_kernel.disabled, "csr_kernel_ms": nullcontext,
+             "numpy_masks_ms": masks.kernel_disabled}
+    times: dict[str, list[float]] = {side: [] for side in sides}
     for _ in range(args.rounds):
-        for side, use in (("mkl_ms", csr_kernel.disabled()), ("csr_kernel_ms", nullcontext())):
-            with use:
+        for side, use in sides.items():
+            with use():
                 parts = epoch_parts(inp, data, split, args.batch, args.epochs, row_operator=True)
             times[side].append(round(parts["train_step"] + parts["eval"], 3))
-    ratio = statistics.median(times["mkl_ms"]) / statistics.median(times["csr_kernel_ms"])
+    median = {side: statistics.median(ms) for side, ms in times.items()}
     return {"config": name, "batch": args.batch, "epochs": args.epochs, **times,
-            "speedup": round(ratio, 2)}
+            "speedup": round(median["mkl_ms"] / median["csr_kernel_ms"], 2),
+            "masks_kernel_speedup": round(median["numpy_masks_ms"] / median["csr_kernel_ms"], 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--datasets", nargs="+", default=["cora", "citeseer"])
+    parser.add_argument("--datasets", nargs="*", default=["cora", "citeseer"])
     parser.add_argument("--widths", nargs="+", type=int, default=list(WIDTHS))
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))

@@ -11,7 +11,10 @@
  * so that each entry's part of W's row is read once. The part of W's row that the entry AHEAD
  * places later reads is prefetched (in vectors() only where W is over PREFETCH_BYTES: a smaller
  * W stays in cache, and there the prefetches cost more than they save). The sums' order does
- * not depend on how the columns are split. */
+ * not depend on how the columns are split.
+ *
+ * twirls_csr_drop_zeros copies a CSR matrix without its stored zeros (what the products skip
+ * after input dropout), in one pass. */
 #include <stdint.h>
 #include <string.h>
 
@@ -116,9 +119,9 @@ static void (*const vectors[9])(int64_t, int64_t, int64_t, int64_t, const int32_
                                 const int32_t *, const float *, const float *, float *) = {
     0, vectors_1, vectors_2, vectors_3, vectors_4, vectors_5, vectors_6, vectors_7, vectors_8};
 
-/* Bumped whenever twirls_csr_mm's arguments change: twirls.models.csr_kernel.VERSION must match,
+/* Bumped whenever a function's arguments change (or one is added): twirls.models.csr_kernel.VERSION must match,
  * so that a library built from an older source is refused rather than called wrongly. */
-int twirls_csr_version(void) { return 2; }
+int twirls_csr_version(void) { return 3; }
 
 void twirls_csr_mm(int64_t n, int64_t m, int64_t k, const int32_t *restrict crow,
                    const int32_t *restrict col, const float *restrict val,
@@ -126,4 +129,26 @@ void twirls_csr_mm(int64_t n, int64_t m, int64_t k, const int32_t *restrict crow
     const int64_t full = m - m % 64; /* columns in blocks of 64; the rest in vectors, first */
     if (full < m) vectors[(m - full + 7) / 8](n, m, k, full, crow, col, val, w, out);
     if (full) blocks(n, m, full, crow, col, val, w, out);
+}
+
+/* The CSR matrix (crow, col, val[order]) (order NULL: val) without its stored zeros, written to
+ * out_crow (n + 1 entries), out_col and out_val (room for crow[n] entries each); returns the
+ * number kept. An entry is kept when its value != 0 (so -0 goes and NaN stays, as NumPy's
+ * `values != 0`); each entry is written, then counted only if kept, which needs no branch. */
+int64_t twirls_csr_drop_zeros(int64_t n, const int32_t *restrict crow,
+                              const int32_t *restrict col, const float *restrict val,
+                              const int64_t *restrict order, int32_t *restrict out_crow,
+                              int32_t *restrict out_col, float *restrict out_val) {
+    int32_t kept = 0;
+    out_crow[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        for (int32_t j = crow[i]; j < crow[i + 1]; j++) {
+            const float v = order ? val[order[j]] : val[j];
+            out_col[kept] = col[j];
+            out_val[kept] = v;
+            kept += v != 0.0f;
+        }
+        out_crow[i + 1] = kept;
+    }
+    return kept;
 }

@@ -23,6 +23,9 @@ read once) and the rows of ``W`` prefetched.
   features and graphs (``reports/benchmarks/csr-kernels.json``, ``docs/costs.md``): faster
   from 5 columns, by the most where a row's sums fill its vectors (a batch of 5 seeds of 6 or
   7 classes: 30 and 35 columns); below 5 columns MKL is as fast or faster.
+* The library also copies a CSR matrix without its stored zeros (:func:`drop_zeros`, what
+  :func:`twirls.models.sparse_features.drop_zeros` runs where it can): one pass in C instead of
+  NumPy's several, the same entries.
 """
 
 from __future__ import annotations
@@ -32,9 +35,10 @@ import functools
 import hashlib
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -43,13 +47,20 @@ SOURCE = Path(__file__).with_name("csr_kernel.c")  # what `make` compiles into L
 LIBRARY = Path(sys.prefix) / "lib" / "libtwirls_csr_kernel.so"
 MIN_WIDTH = 5  # narrower products stay MKL's (as fast or faster there)
 MIN_WORK = 2**16  # and so do products of fewer multiply-adds (the call costs ~3 µs more)
-VERSION = 2  # twirls_csr_version() of csr_kernel.c: a library built from another is not called
+VERSION = 3  # twirls_csr_version() of csr_kernel.c: a library built from another is not called
 _enabled = True
 
 
+class _Library(NamedTuple):
+    """The library's functions (``csr_kernel.c``)."""
+
+    mm: Callable[..., None]  # twirls_csr_mm
+    drop_zeros: Callable[..., int]  # twirls_csr_drop_zeros
+
+
 @functools.cache
-def _load() -> tuple[ctypes._CFuncPtr | None, str]:  # type: ignore[name-defined]
-    """The kernel (or ``None``) and its status: ``"none"`` (not built), ``"off: ..."`` (MKL
+def _load() -> tuple[_Library | None, str]:
+    """The library (or ``None``) and its status: ``"none"`` (not built), ``"off: ..."`` (MKL
     does not run its generic kernel here), ``"rejected: ..."`` or ``"sha256:<library's first 12
     hex digits>"``."""
     from twirls.train.cpu import mkl_code_path
@@ -61,8 +72,8 @@ def _load() -> tuple[ctypes._CFuncPtr | None, str]:  # type: ignore[name-defined
     return _open(LIBRARY)
 
 
-def _open(library: Path) -> tuple[ctypes._CFuncPtr | None, str]:  # type: ignore[name-defined]
-    """:func:`_load`'s kernel from ``library``: refused (with a warning) when it was built
+def _open(library: Path) -> tuple[_Library | None, str]:
+    """:func:`_load`'s library from ``library``: refused (with a warning) when it was built
     from another version of :data:`SOURCE` (its ``twirls_csr_version``) or its products are
     not the sums in order (:func:`_self_check`)."""
     try:
@@ -79,12 +90,16 @@ def _open(library: Path) -> tuple[ctypes._CFuncPtr | None, str]:  # type: ignore
         func = lib.twirls_csr_mm
         func.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 5
         func.restype = None
+        compact = lib.twirls_csr_drop_zeros
+        compact.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 7
+        compact.restype = ctypes.c_int64
         problem = _self_check(func)
     if problem:
         warnings.warn(f"twirls: {library} is not used ({problem}); the products stay MKL's "
                       f"until `make` rebuilds it from {SOURCE}", RuntimeWarning, stacklevel=3)
         return None, f"rejected: {problem}"
-    return func, "sha256:" + hashlib.sha256(library.read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256(library.read_bytes()).hexdigest()[:12]
+    return _Library(func, compact), "sha256:" + digest
 
 
 def status() -> str:
@@ -136,8 +151,8 @@ def _call(func, crow: Tensor, col: Tensor, values: Tensor,  # type: ignore[no-un
 def product(x: Tensor, w: Tensor) -> Tensor | None:
     """The kernel's ``x @ w`` at any width (for benchmarks; the models go through :func:`mm`),
     or ``None`` without the library."""
-    func = _load()[0]
-    return None if func is None else _run(func, x, w, w.new_empty(x.shape[0], w.shape[1]))
+    lib = _load()[0]
+    return None if lib is None else _run(lib.mm, x, w, w.new_empty(x.shape[0], w.shape[1]))
 
 
 def mm(x: Tensor, w: Tensor, out: Tensor | None = None) -> Tensor:
@@ -146,7 +161,7 @@ def mm(x: Tensor, w: Tensor, out: Tensor | None = None) -> Tensor:
         return x @ w if out is None else torch.mm(x, w, out=out)
     if out is None:
         out = w.new_empty(x.shape[0], w.shape[1])
-    return _run(_load()[0], x, w, out)
+    return _run(_load()[0].mm, x, w, out)
 
 
 def addmm(add: Tensor, x: Tensor, w: Tensor, out: Tensor | None = None) -> Tensor:
@@ -155,6 +170,30 @@ def addmm(add: Tensor, x: Tensor, w: Tensor, out: Tensor | None = None) -> Tenso
     if not (applies(x, w, out) and not (torch.is_grad_enabled() and add.requires_grad)):
         return torch.addmm(add, x, w, out=out)
     return mm(x, w, out).add_(add)
+
+
+def drop_zeros(crow: Tensor, col: Tensor, values: Tensor, order: Tensor | None = None
+               ) -> tuple[Tensor, Tensor, Tensor] | None:
+    """The library's :func:`twirls.models.sparse_features.drop_zeros`: the CSR matrix ``(crow,
+    col, values[order])`` without its stored zeros, as int32 ``crow``, ``col`` and the kept
+    values (views of arrays as long as ``col``), in one pass; ``None`` where the library is not
+    loaded or not :func:`enabled <disabled>`, or the arguments are not CPU int32 indices,
+    float32 values and an int64 ``order``."""
+    lib = _load()[0] if _enabled else None
+    if lib is None or not (crow.dtype == col.dtype == torch.int32
+                           and values.dtype == torch.float32 and values.device.type == "cpu"
+                           and values.numel() == col.numel()
+                           and (order is None or (order.dtype == torch.int64
+                                                  and order.numel() == col.numel()))):
+        return None
+    crow, col, values = crow.contiguous(), col.contiguous(), values.contiguous()
+    order = None if order is None else order.contiguous()
+    out_crow, out_col = torch.empty_like(crow), torch.empty_like(col)
+    out_values = values.new_empty(col.numel())
+    kept = lib.drop_zeros(crow.numel() - 1, crow.data_ptr(), col.data_ptr(), values.data_ptr(),
+                          None if order is None else order.data_ptr(), out_crow.data_ptr(),
+                          out_col.data_ptr(), out_values.data_ptr())
+    return out_crow, out_col[:kept], out_values[:kept]
 
 
 def reference_product(crow: Tensor, col: Tensor, values: Tensor, w: Tensor) -> Tensor:
