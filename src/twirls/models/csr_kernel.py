@@ -32,23 +32,23 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import sys
-import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
+from twirls.models.c_library import Switch, open_library
+
 SOURCE = Path(__file__).with_name("csr_kernel.c")  # what `make` compiles into LIBRARY
 LIBRARY = Path(sys.prefix) / "lib" / "libtwirls_csr_kernel.so"
 MIN_WIDTH = 5  # narrower products stay MKL's (as fast or faster there)
 MIN_WORK = 2**16  # and so do products of fewer multiply-adds (the call costs ~3 µs more)
 VERSION = 3  # twirls_csr_version() of csr_kernel.c: a library built from another is not called
-_enabled = True
+_use = Switch()  # off within disabled()
 
 
 class _Library(NamedTuple):
@@ -76,30 +76,18 @@ def _open(library: Path) -> tuple[_Library | None, str]:
     """:func:`_load`'s library from ``library``: refused (with a warning) when it was built
     from another version of :data:`SOURCE` (its ``twirls_csr_version``) or its products are
     not the sums in order (:func:`_self_check`)."""
-    try:
-        lib = ctypes.CDLL(str(library))
-    except OSError as err:
-        return None, f"rejected: {err}"
-    version = getattr(lib, "twirls_csr_version", None)
-    if version is not None:
-        version.restype = ctypes.c_int
-    built = 1 if version is None else version()  # version 1 had no such function
-    if built != VERSION:
-        problem = f"it was built from version {built} of the kernel, not {VERSION}"
-    else:
-        func = lib.twirls_csr_mm
-        func.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 5
-        func.restype = None
-        compact = lib.twirls_csr_drop_zeros
-        compact.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 7
-        compact.restype = ctypes.c_int64
-        problem = _self_check(func)
-    if problem:
-        warnings.warn(f"twirls: {library} is not used ({problem}); the products stay MKL's "
-                      f"until `make` rebuilds it from {SOURCE}", RuntimeWarning, stacklevel=3)
-        return None, f"rejected: {problem}"
-    digest = hashlib.sha256(library.read_bytes()).hexdigest()[:12]
-    return _Library(func, compact), "sha256:" + digest
+    return open_library(library, SOURCE, ("twirls_csr_version", VERSION), _bind,
+                        "the products stay MKL's", unversioned=1)  # version 1 had no such function
+
+
+def _bind(lib: ctypes.CDLL) -> tuple[_Library, str]:
+    func = lib.twirls_csr_mm
+    func.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 5
+    func.restype = None
+    compact = lib.twirls_csr_drop_zeros
+    compact.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 7
+    compact.restype = ctypes.c_int64
+    return _Library(func, compact), _self_check(func)
 
 
 def status() -> str:
@@ -108,20 +96,14 @@ def status() -> str:
     return _load()[1]
 
 
-@contextmanager
-def disabled() -> Iterator[None]:
+def disabled() -> AbstractContextManager[None]:
     """Within it, every product goes to torch (for comparisons)."""
-    global _enabled
-    before, _enabled = _enabled, False
-    try:
-        yield
-    finally:
-        _enabled = before
+    return _use.off()
 
 
 def applies(x: Tensor, w: Tensor, out: Tensor | None = None) -> bool:
     """Whether ``x @ w`` (into ``out``) runs the kernel (see module doc)."""
-    if not (_enabled and w.dim() == 2 and w.shape[1] >= MIN_WIDTH
+    if not (_use.on and w.dim() == 2 and w.shape[1] >= MIN_WIDTH
             and x.layout == torch.sparse_csr and x._nnz() * w.shape[1] >= MIN_WORK):
         return False
     return (x.dtype == torch.float32 and w.dtype == torch.float32 and x.device.type == "cpu"
@@ -179,7 +161,7 @@ def drop_zeros(crow: Tensor, col: Tensor, values: Tensor, order: Tensor | None =
     values (views of arrays as long as ``col``), in one pass; ``None`` where the library is not
     loaded or not :func:`enabled <disabled>`, or the arguments are not CPU int32 indices,
     float32 values and an int64 ``order``."""
-    lib = _load()[0] if _enabled else None
+    lib = _load()[0] if _use.on else None
     if lib is None or not (crow.dtype == col.dtype == torch.int32
                            and values.dtype == torch.float32 and values.device.type == "cpu"
                            and values.numel() == col.numel()

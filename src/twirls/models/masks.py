@@ -7,7 +7,7 @@ stream that seed's batched run draws from: :func:`twirls.train.loop.train_run` m
 run's :func:`active` stream (:func:`drawing_from`) and every model's dropout
 (:func:`twirls.models.layers.dropout`) draws from it, in forward order, as the batched models
 draw for that seed. So a seed trained alone and in a batch gets the same masks, and a mask costs
-~1 ns an entry instead of ``bernoulli_``'s ~12 ns, ~0.5 ns where ``masks_kernel.c`` (built by
+~1 ns an entry instead of ``bernoulli_``'s ~12 ns, ~0.6 ns where ``masks_kernel.c`` (built by
 ``make`` into the environment, ``$(VENV)/lib/libtwirls_masks_kernel.so``) draws the same words
 as NumPy's PCG64 four steps at a time and makes a float32 mask in the same pass.
 """
@@ -16,18 +16,18 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import math
 import sys
-import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
+
+from twirls.models.c_library import Switch, open_library
 
 MASKS = ("fast", "torch")  # BatchConfig.masks, TrainConfig.masks
 SOURCE = Path(__file__).with_name("masks_kernel.c")  # what `make` compiles into LIBRARY
@@ -163,24 +163,18 @@ class _Stream:
         self.kernel.mask(self.state.ctypes.data, out.numel(), threshold, scale, out.data_ptr())
 
 
-_kernel_enabled = True
+_kernel_use = Switch()  # off within kernel_disabled()
 
 
-@contextmanager
-def kernel_disabled() -> Iterator[None]:
+def kernel_disabled() -> AbstractContextManager[None]:
     """Within it, new :class:`Masks` draw with NumPy's generator (for comparisons)."""
-    global _kernel_enabled
-    before, _kernel_enabled = _kernel_enabled, False
-    try:
-        yield
-    finally:
-        _kernel_enabled = before
+    return _kernel_use.off()
 
 
 def _pcg64(seed: int) -> np.random.PCG64 | _Stream:
     """Stream ``seed`` of ``masks="fast"``: drawn by the masks kernel where it is loaded (and
     not :func:`kernel_disabled`)."""
-    kernel = _kernel()[0] if _kernel_enabled else None
+    kernel = _kernel()[0] if _kernel_use.on else None
     return np.random.PCG64(seed) if kernel is None else _Stream(seed, kernel)
 
 
@@ -198,30 +192,18 @@ def _kernel() -> tuple[_Kernel | None, str]:
 def _open(library: Path) -> tuple[_Kernel | None, str]:
     """:func:`_kernel` from ``library``: refused (with a warning) when it was built from another
     version of :data:`SOURCE` or its streams are not NumPy's (:func:`_self_check`)."""
-    try:
-        lib = ctypes.CDLL(str(library))
-    except OSError as err:
-        return None, f"rejected: {err}"
-    version = getattr(lib, "twirls_masks_version", None)
-    if version is not None:
-        version.restype = ctypes.c_int
-    built = None if version is None else version()
-    kernel = None
-    if built != VERSION:
-        problem = f"it was built from version {built} of the kernel, not {VERSION}"
-    else:
-        words, mask = lib.twirls_pcg64_words, lib.twirls_pcg64_mask
-        words.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
-        mask.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float,
-                         ctypes.c_void_p]
-        words.restype = mask.restype = None
-        kernel = _Kernel(words, mask)
-        problem = _self_check(kernel)
-    if problem:
-        warnings.warn(f"twirls: {library} is not used ({problem}); the masks stay NumPy's "
-                      f"until `make` rebuilds it from {SOURCE}", RuntimeWarning, stacklevel=3)
-        return None, f"rejected: {problem}"
-    return kernel, "sha256:" + hashlib.sha256(library.read_bytes()).hexdigest()[:12]
+    return open_library(library, SOURCE, ("twirls_masks_version", VERSION), _bind,
+                        "the masks stay NumPy's")
+
+
+def _bind(lib: ctypes.CDLL) -> tuple[_Kernel, str]:
+    words, mask = lib.twirls_pcg64_words, lib.twirls_pcg64_mask
+    words.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
+    mask.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_float,
+                     ctypes.c_void_p]
+    words.restype = mask.restype = None
+    kernel = _Kernel(words, mask)
+    return kernel, _self_check(kernel)
 
 
 def _self_check(kernel: _Kernel) -> str:
