@@ -27,12 +27,17 @@
 #define CLONES
 #endif
 
-/* Row i's sums in columns 0 to 63 of w and o (the entries lo to hi - 1 of col and val). */
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4))); /* an unaligned load or store */
+
+/* Row i's sums in columns 0 to 63 of w and o (the entries lo to hi - 1 of col and val), kept
+ * in eight 8-lane vectors and stored from them (a 64-float array instead, GCC zeroed it in
+ * memory and copied it out for every row: twice the time at 64 columns). */
 static inline void block_64(int32_t lo, int32_t hi, int32_t nnz, int64_t m,
                             const int32_t *restrict col, const float *restrict val,
                             const float *restrict w, float *restrict o) {
-    float acc[64];
-    for (int c = 0; c < 64; c++) acc[c] = 0.0f;
+    v8 acc[8];
+    for (int b = 0; b < 8; b++) acc[b] = (v8){0};
     for (int32_t j = lo; j < hi; j++) {
         if (j + AHEAD < nnz) {
             const char *p = (const char *)(w + (int64_t)col[j + AHEAD] * m);
@@ -40,9 +45,9 @@ static inline void block_64(int32_t lo, int32_t hi, int32_t nnz, int64_t m,
         }
         const float v = val[j];
         const float *restrict wr = w + (int64_t)col[j] * m;
-        for (int c = 0; c < 64; c++) acc[c] += v * wr[c];
+        for (int b = 0; b < 8; b++) acc[b] += v * *(const v8u *)(wr + 8 * b);
     }
-    for (int c = 0; c < 64; c++) o[c] = acc[c];
+    for (int b = 0; b < 8; b++) *(v8u *)(o + 8 * b) = acc[b];
 }
 
 /* Columns 0 to full - 1 (a multiple of 64) in blocks of 64. */
@@ -54,9 +59,6 @@ static CLONES void blocks(int64_t n, int64_t m, int64_t full, const int32_t *res
         for (int64_t c = 0; c < full; c += 64)
             block_64(crow[i], crow[i + 1], nnz, m, col, val, w + c, out + i * m + c);
 }
-
-typedef float v8 __attribute__((vector_size(32)));
-typedef float v8u __attribute__((vector_size(32), aligned(4))); /* an unaligned load or store */
 
 /* Columns c to m - 1 (fewer than 8 V) in V 8-lane vectors: each entry's part of W's row is read
  * once, as 8 V floats from column c on, which may run past the row into the next ones. That
