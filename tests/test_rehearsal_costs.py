@@ -323,3 +323,31 @@ def test_estimates_that_the_timing_could_not_resolve_say_so():
     assert "`figure3[TWIRLS-base]`" not in gpu["Amazon"].gpu.split("(likely high)")[1]
     on_cpu = rows_by_part(Inputs(report(cpu)))["Amazon"].cpu
     assert "likely high" not in on_cpu and "timing noise" not in on_cpu
+
+
+def test_the_measured_run_by_the_parts_of_issue_28s_protocol():
+    """Each stage counts in the first part of the protocol it fits; its seconds scale by its own
+    part's ``reference_s`` to the first part's day; the first row is held against 2 h."""
+    run = {"complete": True, "seconds": 9100.0, "stages": {
+        "table2@cora-gcn": 3600.0, "table8": 1800.0, "table8-extra@table8-paper-k2": 1200.0,
+        "table4-twirls-base@nettack-cora": 600.0, "variants@cora-twirls-base-k1": 900.0,
+        "variants@texas-geom-gcn-best-val": 300.0, "table3@texas-mlp": 300.0, "chains": 360.0},
+        "parts": [{"command": "dvc repro -f", "reference_s": {"python": 0.2, "torch": 0.25}},
+                  {"command": "dvc repro -f -s table2@cora-gcn",
+                   "reference_s": {"python": 0.4, "torch": 0.5}}]}
+    rows = costs.protocol_parts(run)
+    assert [(count, seconds) for _, count, seconds, _ in rows] == [
+        (3, 6300.0), (1, 1200.0), (1, 600.0), (2, 600.0), (1, 360.0)]
+    assert rows[0][3] == {"python": 1800.0 + 2700.0, "torch": 1800.0 + 2700.0}
+    assert rows[3][3] == {"python": 600.0, "torch": 600.0}
+    text = costs.protocol_text({"full_repro": run})
+    row = "| Table 8's three diagnostic protocols (`table8-extra@*`) | 1 | 0.33 h | 0.33 / 0.33 h |"
+    assert row in text
+    assert " ".join(text.split()).endswith(
+        "Issue 28 asks for the whole run in 2 h on 2 cores at the first part's speed; the first "
+        "row alone takes 1.25 / 1.25 h.")
+    one_part = {**run, "parts": []}  # a run in one go: no column of scaled seconds
+    assert "takes 1.75 h." in costs.protocol_text({"full_repro": one_part})
+    assert costs.protocol_text({"full_repro": {**run, "complete": False}}) == ""
+    assert costs.protocol_text(None) == ""
+    assert text in document(Inputs(report(), {"full_repro": run}))

@@ -264,6 +264,20 @@ def stage_parts(run: dict[str, Any]) -> dict[str, int]:
             for stage in run.get("stages") or {}}
 
 
+def part_factors(run: dict[str, Any]) -> dict[str, list[float]]:
+    """By each calibration (``python``, ``torch``) that every part of a record run in parts
+    holds: each part's factor to its first part's day, the first part's ``reference_s`` over
+    its own."""
+    parts = run.get("parts") or []
+    factors: dict[str, list[float]] = {}
+    for kind in ("python", "torch"):
+        if parts and all(isinstance((part.get("reference_s") or {}).get(kind), (int, float))
+                         for part in parts):  # else a part timed without this calibration
+            base = float(parts[0]["reference_s"][kind])
+            factors[kind] = [base / float(part["reference_s"][kind]) for part in parts]
+    return factors
+
+
 def normalised(run: dict[str, Any]) -> dict[str, Any]:
     """A complete record's total as if every part had run on its first part's day: each
     stage's seconds times the first part's ``reference_s`` over its own part's, by each of the
@@ -274,15 +288,8 @@ def normalised(run: dict[str, Any]) -> dict[str, Any]:
     parts, stages = run["parts"], run["stages"]
     of = stage_parts(run)
     rest = float(run["seconds"]) - sum(stages.values())
-    scaled: dict[str, float] = {}
-    for kind in ("python", "torch"):
-        if not all(isinstance((part.get("reference_s") or {}).get(kind), (int, float))
-                   for part in parts):
-            continue  # a part timed without this calibration
-        base = float(parts[0]["reference_s"][kind])
-        factor = [base / float(part["reference_s"][kind]) for part in parts]
-        scaled[kind] = round(sum(s * factor[of[name]] for name, s in stages.items())
-                             + rest * factor[-1], 2)
+    scaled = {kind: round(sum(s * factor[of[name]] for name, s in stages.items())
+                          + rest * factor[-1], 2) for kind, factor in part_factors(run).items()}
     return {"to": {"commit": parts[0].get("commit"), "reference_s": parts[0].get("reference_s"),
                    "cpu_capability": parts[0].get("cpu_capability")},
             "seconds": scaled, "hours": {k: round(v / 3600, 2) for k, v in scaled.items()},
