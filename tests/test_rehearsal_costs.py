@@ -348,6 +348,8 @@ def test_the_measured_run_by_the_parts_of_issue_28s_protocol():
         "row alone takes 1.25 / 1.25 h.")
     one_part = {**run, "parts": []}  # a run in one go: no column of scaled seconds
     assert "takes 1.75 h." in costs.protocol_text({"full_repro": one_part})
+    no_cells = {**run, "stages": {"chains": 360.0}}  # no 100-seed cell: no sentence on them
+    assert "Issue 28 asks" not in costs.protocol_text({"full_repro": no_cells})
     assert costs.protocol_text({"full_repro": {**run, "complete": False}}) == ""
     assert costs.protocol_text(None) == ""
     assert text in document(Inputs(report(), {"full_repro": run}))

@@ -541,16 +541,16 @@ def protocol_text(pipeline: dict[str, Any] | None) -> str:
         at_first = " / ".join(f"{v / 3600:.2f}" for v in scaled.values())
         lines.append(f"| {cell(text)} | {count} | {seconds / 3600:.2f} h |"
                      + (f" {at_first} h |" if kinds else ""))
+    text = [wrap("The measured run by the part of issue 28's protocol each stage serves (the "
+                 "stages' own seconds; the whole run adds the stale reruns and DVC's time "
+                 "between stages):"), "\n".join(lines)]
     first = rows[0]
-    hours = " / ".join(f"{v / 3600:.2f}" for v in first[3].values()) or f"{first[2] / 3600:.2f}"
-    speed = " at the first part's speed" if kinds else ""
-    return "\n\n".join([
-        wrap("The measured run by the part of issue 28's protocol each stage serves (the "
-             "stages' own seconds; the whole run adds the stale reruns and DVC's time between "
-             "stages):"),
-        "\n".join(lines),
-        wrap(f"Issue 28 asks for the whole run in {TARGET_HOURS:g} h on 2 cores{speed}; the "
-             f"first row alone takes {hours} h.")])
+    if first[0] == PROTOCOL_PARTS[0][0]:  # the 100-seed cells: held against the target
+        hours = " / ".join(f"{v / 3600:.2f}" for v in first[3].values()) or f"{first[2] / 3600:.2f}"
+        speed = " at the first part's speed" if kinds else ""
+        text.append(wrap(f"Issue 28 asks for the whole run in {TARGET_HOURS:g} h on 2 cores"
+                         f"{speed}; the first row alone takes {hours} h."))
+    return "\n\n".join(text)
 
 
 def rehearsed_row(spec: RowSpec, inputs: Inputs) -> Row:
