@@ -26,7 +26,9 @@ the CPU of the GPU machine is named as such, never filled in.
 Below the table, the measured run's stages by the part of issue 28's protocol they serve
 (:data:`PROTOCOL_PARTS`: the 100-seed cells of Cora and Citeseer, Table 8's diagnostic protocols,
 the attacked graphs, the heterophily splits, the rest), each part's seconds as measured and at
-the first part's speed, against the issue's 2-h target.
+the first part's speed, against the issue's 2-h target; then, from ``floor.json``
+(:mod:`twirls.bench.floor`, optional), the least time Table 2's GCNII cells can take at the
+field's 100 seeds on this CPU whatever the code (:func:`floor_text`).
 
 Without ``--check`` the whole of ``--out`` (default: ``README.md`` in ``--benchmarks``) is
 written (:func:`document`: a title, where it comes from, what the columns mean, the table),
@@ -54,6 +56,7 @@ OUT_NAME = "README.md"
 RSS_LIMIT_GB = 16.0
 REHEARSAL, PIPELINE = "rehearsal.json", "pipeline.json"
 GPU_REHEARSAL, GPU_BENCH = "rehearsal-gpu.json", "gpu.json"
+FLOOR = "floor.json"
 NOT_MEASURED = "not measured"
 #: contributors named per cell at most; after the largest, only those of at least an hour
 MAX_NAMED, NAMED_MIN_SECONDS = 5, 3600.0
@@ -133,6 +136,7 @@ class Inputs:
     pipeline: dict[str, Any] | None = None
     gpu_rehearsal: dict[str, Any] | None = None
     gpu_bench: dict[str, Any] | None = None
+    floor: dict[str, Any] | None = None
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -160,7 +164,7 @@ def read_inputs(folder: Path) -> Inputs:
         raise CostTableError(f"{folder / REHEARSAL} was run at --scale {rehearsal['scale']}, "
                              "not at the real sizes: its costs are not the real run's")
     return Inputs(rehearsal, load_json(folder / PIPELINE), load_json(folder / GPU_REHEARSAL),
-                  load_json(folder / GPU_BENCH))
+                  load_json(folder / GPU_BENCH), load_json(folder / FLOOR))
 
 
 # ----------------------------------------------------------------------------- stages
@@ -553,6 +557,45 @@ def protocol_text(pipeline: dict[str, Any] | None) -> str:
     return "\n\n".join(text)
 
 
+def floor_text(floor: dict[str, Any] | None, pipeline: dict[str, Any] | None) -> str:
+    """What ``floor.json`` says: the products of the cells it counts, their time at the peak
+    rate of dense products of the CPU it ran on and, scaled as the full run is (``reference_s``),
+    at its first part's speed, against the target; also with each cell's mean epochs two
+    standard errors lower; ``""`` without the file."""
+    if not (floor and floor.get("records")):
+        return ""
+    records = floor["records"]
+    runs = ((pipeline or {}).get("full_repro") or {}).get("parts") or [{}]
+    first, here = runs[0].get("reference_s") or {}, floor.get("reference_s") or {}
+    kinds = [k for k in ("python", "torch") if isinstance(first.get(k), (int, float))
+             and isinstance(here.get(k), (int, float))]
+
+    def hours(seconds: float) -> str:
+        scaled = " / ".join(f"{seconds * first[k] / here[k] / 3600:.2f}" for k in kinds)
+        return f"{scaled} h" if kinds else f"{seconds / 3600:.2f} h here"
+
+    low = sum(r["floor_s"] * max(0.0, 1 - 2 * (r["epochs_sem"] or 0) / r["epochs_mean"])
+              for r in records)
+    scale = [first[k] / here[k] for k in kinds] or [1.0]
+    verdict = "above" if low * min(scale) / 3600 > TARGET_HOURS else "not clearly above"
+    each = "; ".join(f"{r['config']}: {r['gflop_per_seed_epoch']:.1f} GFLOP a seed-epoch x "
+                     f"{r['epochs_mean']:g} epochs, the mean of its {r['committed_runs']} "
+                     f"committed runs, = {r['pflop']:.3f} PFLOP" for r in records)
+    speed = f" at the first part's speed (`reference_s`: {' / '.join(kinds)})" if kinds else ""
+    stages = [f"`table2@{r['config']}`" for r in records]
+    return wrap(
+        f"The floor (`{FLOOR}`, `python -m twirls.bench.floor`): the float32 matrix products of "
+        f"{and_list(stages)} at {and_list(sorted({r['seeds'] for r in records}))} seeds, "
+        f"counted as one seed's epoch runs them ({each}), take {floor['floor_s'] / 3600:.2f} h "
+        f"at the peak rate of dense products of the CPU they were timed on ({floor.get('cpu')}, "
+        f"{floor.get('cpu_capability')}: {floor['peak_gflops']:g} GFLOP/s on "
+        f"{floor.get('threads')} cores, the best of `torch.mm` on "
+        f"{and_list(list(floor['peak_gflops_by_shape']))}), {hours(floor['floor_s'])}{speed}; "
+        f"{hours(low)} with each mean two standard errors fewer epochs: {verdict} the "
+        f"{TARGET_HOURS:g}-h target for these cells alone, whatever the code, before any other "
+        "stage runs. A dense product's rate need not scale as either calibration does.")
+
+
 def rehearsed_row(spec: RowSpec, inputs: Inputs) -> Row:
     records = row_stages(inputs.rehearsal, spec)
     late = out_of_time(inputs.rehearsal, spec)
@@ -663,7 +706,8 @@ def wrap(text: str, width: int = 99) -> str:
 
 def document(inputs: Inputs) -> str:
     """The whole generated file: title, provenance, what the columns mean, the table, and the
-    measured run by the parts of issue 28's protocol (:func:`protocol_text`)."""
+    measured run by the parts of issue 28's protocol (:func:`protocol_text`) with its floor
+    (:func:`floor_text`)."""
     after = " ".join(t for t in (
         "The first row is the one measured run, `full_repro` in `pipeline.json` (`python -m "
         "twirls.bench.pipeline --full`); `docs/costs.md` times its parts.",
@@ -676,6 +720,7 @@ def document(inputs: Inputs) -> str:
         render(inputs).rstrip("\n"),
         wrap(after),
         protocol_text(inputs.pipeline),
+        floor_text(inputs.floor, inputs.pipeline),
     ]
     return "\n\n".join(p for p in parts if p) + "\n"
 

@@ -1,0 +1,90 @@
+"""``twirls.bench.floor``: the products a run's epoch multiplies, counted as they run, and the
+floor they put on a cell's time."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from twirls.bench import floor
+from twirls.bench.floor import Products, cell_floor, epoch_products, product_flops
+
+from fixtures import toy_data
+
+
+def test_products_counts_each_product_once_dense_and_sparse():
+    a, b = torch.randn(5, 3), torch.randn(3, 4)
+    s = (torch.randn(5, 3) * (torch.rand(5, 3) < 0.4)).to_sparse_csr()
+    batch = torch.randn(2, 5, 3), torch.randn(2, 3, 4)
+    with Products() as counted:
+        a @ b
+        torch.addmm(torch.zeros(5, 4), a, b)
+        torch.bmm(*batch)
+        torch.baddbmm(torch.zeros(2, 5, 4), *batch)
+        s @ b
+    assert counted.dense == 2 * (2 * 5 * 3 * 4) + 2 * (2 * 2 * 5 * 3 * 4)
+    assert counted.sparse == 2 * s._nnz() * 4
+    assert counted.shapes == {(5, 3, 4): counted.dense}
+    assert product_flops(b.t(), s.t().to_sparse_csr()) == (2 * s._nnz() * 4, True)
+
+
+def test_a_gcnii_epochs_products_are_its_formula():
+    """One seed's epoch of GCNII (L layers of width h, n nodes, c classes): the training step
+    multiplies 6·L·n·h² + 6·n·h·c dense FLOPs (forward, the states' and the weights' gradients),
+    the evaluation forward 2·L·n·h² + 2·n·h·c; the evaluation's sparse products are the L graph
+    products and the bag-of-words input layer, 2·nnz·h each."""
+    from twirls.models.baselines.gcnii import residual_adjacency
+    from twirls.train.experiment import run_inputs
+
+    data = toy_data()
+    layers, hidden, alpha = 3, 8, 0.1
+    exp = {"dataset": "toy", "model": "gcnii", "split": "a", "seeds": 1,
+           "model_cfg": {"layers": layers, "hidden": hidden, "alpha": alpha, "lam": 0.5,
+                         "dropout": 0.6},
+           "train_cfg": {"epochs": 2, "lr": 0.01, "masks": "fast"}}
+    inp = run_inputs(exp, data, torch.device("cpu"), progress=False)
+    counted = epoch_products(inp, data, data.splits["a"])
+    n, c = data.labels.numel(), int(data.labels.max()) + 1
+    assert counted["train_step"].dense == 6 * layers * n * hidden**2 + 6 * n * hidden * c
+    assert counted["eval"].dense == 2 * layers * n * hidden**2 + 2 * n * hidden * c
+    graph = residual_adjacency(inp.ops, alpha).csr._nnz()
+    words = int((data.features != 0).sum())
+    assert counted["eval"].sparse == 2 * layers * graph * hidden + 2 * words * hidden
+    # the training step's graph products run forward and back; dropout thins the input layer's
+    assert 4 * layers * graph * hidden < counted["train_step"].sparse <= (
+        4 * layers * graph * hidden + 4 * words * hidden)
+
+
+def test_a_cells_floor_is_its_flops_over_the_peak():
+    counted = {"train_step": Products(), "eval": Products()}
+    counted["train_step"].dense, counted["train_step"].sparse = 3_000, 100
+    counted["eval"].dense = 1_000
+    record = cell_floor("x", counted, [100, 200, 300], seeds=10, peak_gflops=2e-6)
+    assert record["flops"] == 4_100 * 200 * 10
+    assert record["floor_s"] == pytest.approx(4_100 * 200 * 10 / 2e3, rel=1e-3)
+    assert (record["committed_runs"], record["epochs_mean"], record["epochs_sem"]) == (
+        3, 200.0, 57.7)
+
+
+def test_unknown_configurations_and_missing_results_are_one_message(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        floor.main(["--configs", "cora-nothing"])
+    assert exc.value.code == 2 and "cora-nothing" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        floor.main(["--configs", "cora-gcnii", "--results", str(tmp_path),
+                    "--out", str(tmp_path / "floor.json")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "cora-gcnii.csv" in err and "Traceback" not in err
+    assert not (tmp_path / "floor.json").exists()
+
+
+def test_the_committed_floor_holds_its_own_arithmetic():
+    from pathlib import Path
+
+    out = json.loads((Path(__file__).parents[1] / "reports/benchmarks/floor.json").read_text())
+    assert out["peak_gflops"] == max(out["peak_gflops_by_shape"].values())
+    for r in out["records"]:
+        assert r["floor_s"] == pytest.approx(r["flops"] / 1e9 / out["peak_gflops"], rel=1e-3)
+    assert out["floor_s"] == pytest.approx(sum(r["floor_s"] for r in out["records"]), abs=0.2)
