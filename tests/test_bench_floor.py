@@ -77,6 +77,17 @@ def test_unknown_configurations_and_missing_results_are_one_message(tmp_path, ca
                     "--out", str(tmp_path / "floor.json")])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "cora-gcnii.csv" in err and "Traceback" not in err
+    (tmp_path / "cora-gcnii.csv").write_text("table,dataset,seed,value,epochs\n")  # no runs
+    with pytest.raises(SystemExit) as exc:
+        floor.main(["--configs", "cora-gcnii", "--results", str(tmp_path),
+                    "--out", str(tmp_path / "floor.json")])
+    assert exc.value.code == 2 and "no runs" in capsys.readouterr().err
+    (tmp_path / "cora-gcnii.csv").write_text("table,dataset,seed,value,epochs\nt,cora,0,1,300\n")
+    with pytest.raises(SystemExit) as exc:  # runs, but no data
+        floor.main(["--configs", "cora-gcnii", "--results", str(tmp_path), "--raw",
+                    str(tmp_path / "raw"), "--out", str(tmp_path / "floor.json")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "fetch@cora" in err and "Traceback" not in err
     assert not (tmp_path / "floor.json").exists()
 
 

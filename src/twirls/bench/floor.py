@@ -42,13 +42,19 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from twirls.bench.calibrate import reference_seconds
 from twirls.bench.pipeline import bench_header
 from twirls.config.entries import train_entry
-from twirls.data.registry import load_dataset
+from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.files import write_json
 from twirls.params import read_all
 from twirls.train.parallel import available_cores
 
 CONFIGS = ["cora-gcnii", "citeseer-gcnii"]
 PEAK_SHAPE = (4096, 4096, 4096)  # (m, k, n) of the square product timed beside the models'
+
+
+class FloorError(Exception):
+    """A configuration that cannot be counted, said in one line (exit status 2)."""
+
+
 _PRODUCTS = {"aten.mm": (0, 1), "aten.bmm": (0, 1),  # which arguments are the two factors
              "aten.addmm": (1, 2), "aten.baddbmm": (1, 2)}
 
@@ -118,12 +124,16 @@ def epoch_products(inp: Any, data: Any, split: Any) -> dict[str, Products]:
 
 
 def committed_epochs(path: Path) -> list[int]:
-    """The ``epochs`` of every run in a cell's per-run CSV."""
+    """The ``epochs`` of every run in a cell's per-run CSV; a :class:`FloorError` if it holds
+    none."""
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no per-run results; run the cell's stage first "
-                                "(dvc repro) or point --results at them")
+        raise FloorError(f"{path}: no per-run results; run the cell's stage first (dvc repro) "
+                         "or point --results at them")
     with path.open(newline="") as handle:
-        return [int(float(row["epochs"])) for row in csv.DictReader(handle)]
+        epochs = [int(float(row["epochs"])) for row in csv.DictReader(handle)]
+    if not epochs:
+        raise FloorError(f"{path}: no runs (a stage without its data here writes none)")
+    return epochs
 
 
 def peak_rate(shapes: list[tuple[int, int, int]], threads: int, seconds: float,
@@ -191,12 +201,12 @@ def main(argv: list[str] | None = None) -> int:
 
     counts, epochs = {}, {}
     for name in args.configs:
+        exp = train_entry(params["table2"][name])
         try:
             epochs[name] = committed_epochs(args.results / f"{name}.csv")
-        except FileNotFoundError as exc:
-            parser.exit(2, f"{exc}\n")
-        exp = train_entry(params["table2"][name])
-        data = load_dataset(exp["dataset"], args.raw)
+            data = load_dataset(exp["dataset"], args.raw)
+        except (FloorError, DatasetUnavailable) as exc:
+            parser.exit(2, f"python -m twirls.bench.floor: {exc}\n")
         inp = run_inputs(exp, data, torch.device("cpu"), progress=False)
         counts[name] = epoch_products(inp, data, data.splits[inp.splits[0]])
     largest = [max(c.shapes, key=c.shapes.get) for cs in counts.values() for c in cs.values()
