@@ -19,9 +19,11 @@ at this machine's peak rate of dense products; written to ``reports/benchmarks/f
 * The peak: the best FLOP/s of ``torch.mm`` over a 4096 x 4096 x 4096 product and the largest
   dense product of each configuration's epoch, on all of this process's cores
   (:func:`twirls.train.parallel.available_cores`), the fastest call in 3 rounds of
-  ``--seconds`` each. Sparse
-  products run far below it (memory-bound), so the floor counts them at it too.
-* ``floor_s`` = FLOPs / peak: no code on this CPU trains the cell in less. The record carries
+  ``--seconds`` each. The sparse products are counted at that rate too, far above what they run
+  at (they are memory-bound), which keeps the sum a floor; so does a product that an operation
+  other than these four would run (not counted).
+* ``floor_s`` = FLOPs / peak: no float32 code on this CPU multiplies these products in less, so
+  none trains the cell at ``--seeds`` seeds in less (for its mean epochs). The record carries
   ``reference_s`` (:func:`twirls.bench.calibrate.reference_seconds`), so that the floor can be
   set beside ``pipeline.json``'s full run, scaled as that run is scaled to its first part's day.
 """
