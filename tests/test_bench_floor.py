@@ -68,6 +68,17 @@ def test_a_cells_floor_is_its_flops_over_the_peak():
         3, 200.0, 57.7)
 
 
+def test_the_peak_is_timed_on_each_of_mkls_code_paths():
+    """One child process per code path this machine has (the generic one, and the Intel one
+    where ``make mkl-intel-path`` built its library), each naming the kernels it ran."""
+    from twirls.bench.mkl_intel_path import LIBRARY
+
+    kernels = floor.peak_by_kernels([(64, 32, 16)], threads=1, seconds=0.01)
+    assert len(kernels) == (2 if LIBRARY.is_file() and "generic" in kernels else 1)
+    assert all(set(rates) == {"64x32x16"} and rates["64x32x16"] > 0
+               for rates in kernels.values())
+
+
 def test_unknown_configurations_and_missing_results_are_one_message(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         floor.main(["--configs", "cora-nothing"])
@@ -96,6 +107,10 @@ def test_the_committed_floor_holds_its_own_arithmetic():
 
     out = json.loads((Path(__file__).parents[1] / "reports/benchmarks/floor.json").read_text())
     assert out["peak_gflops"] == max(out["peak_gflops_by_shape"].values())
+    for shape, rate in out["peak_gflops_by_shape"].items():  # the fastest code path's
+        assert rate == max(rates[shape] for rates in out["peak_gflops_by_kernels"].values())
+    for kind, seconds in out["reference_s"].items():  # the best calibration of the run
+        assert seconds == min(run[kind] for run in out["reference_s_runs"])
     for r in out["records"]:
         assert r["floor_s"] == pytest.approx(r["flops"] / 1e9 / out["peak_gflops"], rel=1e-3)
     assert out["floor_s"] == pytest.approx(sum(r["floor_s"] for r in out["records"]), abs=0.2)

@@ -19,19 +19,24 @@ at this machine's peak rate of dense products; written to ``reports/benchmarks/f
 * The peak: the best FLOP/s of ``torch.mm`` over a 4096 x 4096 x 4096 product and the largest
   dense product of each configuration's epoch, on all of this process's cores
   (:func:`twirls.train.parallel.available_cores`), the fastest call in 3 rounds of
-  ``--seconds`` each. The sparse products are counted at that rate too, far above what they run
-  at (they are memory-bound), which keeps the sum a floor; so does a product that an operation
-  other than these four would run (not counted).
+  ``--seconds`` each, in a child process per MKL code path: its generic kernels and, where
+  ``make mkl-intel-path`` built the library, those it runs on an Intel CPU
+  (:mod:`twirls.bench.mkl_intel_path`; faster on an AMD CPU), so that the peak is the fastest
+  product this machine has. The sparse products are counted at that rate too, far above what
+  they run at (they are memory-bound), which keeps the sum a floor; so does a product that an
+  operation other than these four would run (not counted).
 * ``floor_s`` = FLOPs / peak: no float32 code on this CPU multiplies these products in less, so
   none trains the cell at ``--seeds`` seeds in less (for its mean epochs). The record carries
-  ``reference_s`` (:func:`twirls.bench.calibrate.reference_seconds`), so that the floor can be
-  set beside ``pipeline.json``'s full run, scaled as that run is scaled to its first part's day.
+  ``reference_s`` (:func:`twirls.bench.calibrate.reference_seconds`, the best of its runs before
+  and after the peak, ``reference_s_runs``), so that the floor can be set beside
+  ``pipeline.json``'s full run, scaled as that run is scaled to its first part's day.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import statistics
 import sys
 import time
@@ -47,6 +52,7 @@ from twirls.config.entries import train_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.files import write_json
 from twirls.params import read_all
+from twirls.train.cpu import mkl_code_path
 from twirls.train.parallel import available_cores
 
 CONFIGS = ["cora-gcnii", "citeseer-gcnii"]
@@ -158,10 +164,31 @@ def peak_rate(shapes: list[tuple[int, int, int]], threads: int, seconds: float,
                     tick = time.perf_counter()
                     a @ b
                     best[shape] = min(best[shape], time.perf_counter() - tick)
-        return {"x".join(map(str, (m, k, n))): round(2 * m * k * n / best[m, k, n] / 1e9, 1)
-                for m, k, n in pairs}
+        return {shape_name(shape): round(2 * shape[0] * shape[1] * shape[2] / best[shape] / 1e9,
+                                         1) for shape in pairs}
     finally:
         torch.set_num_threads(before)
+
+
+def shape_name(shape: tuple[int, int, int]) -> str:
+    return "x".join(map(str, shape))
+
+
+def peak_by_kernels(shapes: list[tuple[int, int, int]], threads: int, seconds: float
+                    ) -> dict[str, dict[str, float]]:
+    """:func:`peak_rate` in a child process for each MKL code path this machine has (``mkl``
+    of :func:`twirls.train.cpu.mkl_code_path`: generic, and intel with the library of ``make
+    mkl-intel-path`` preloaded), by the code path the child reports."""
+    from twirls.bench.mkl_intel_path import LIBRARY, SIDES, run_child
+
+    sides = SIDES if LIBRARY.is_file() else SIDES[:1]
+    out = {}
+    for side in sides:
+        line = run_child(["twirls.bench.floor", "--threads", str(threads), "--seconds",
+                          str(seconds), "--peak-only", *map(shape_name, shapes)], side, LIBRARY)
+        child = json.loads(line.splitlines()[-1])
+        out[child["mkl"]] = child["rates"]
+    return out
 
 
 def cell_floor(name: str, counted: dict[str, Products], epochs: list[int], seeds: int,
@@ -193,7 +220,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw", type=Path, default=Path("data/raw"))
     parser.add_argument("--results", type=Path, default=Path("results/table2"))
     parser.add_argument("--out", type=Path, default=Path("reports/benchmarks/floor.json"))
+    parser.add_argument("--peak-only", nargs="+", metavar="MxKxN", help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.peak_only:  # a child of peak_by_kernels: one code path's rates, as one JSON line
+        shapes = [tuple(int(v) for v in name.split("x")) for name in args.peak_only]
+        print(json.dumps({"mkl": mkl_code_path(), "rates": peak_rate(
+            shapes, args.threads or available_cores(), args.seconds)}))
+        return 0
     params = read_all(args.params.parent)
     if unknown := [n for n in args.configs if n not in params["table2"]]:
         parser.error(f"not entries of {args.params / 'table2.yaml'}: {', '.join(unknown)}")
@@ -218,10 +252,15 @@ def main(argv: list[str] | None = None) -> int:
         "the least seconds Table 2's cells can take here at --seeds seeds: FLOPs of the "
         "products of a seed's epoch (counted as they run) x the committed runs' mean epochs "
         "x seeds / the peak GFLOP/s of dense products on all cores"), threads=threads)
-    out["reference_s"] = reference_seconds()
-    rates = peak_rate([PEAK_SHAPE, *largest], threads, args.seconds)
-    out["peak_gflops_by_shape"] = rates
-    out["peak_gflops"] = peak = max(rates.values())
+    calibrations = [reference_seconds()]  # before the peak and after it: the best of both
+    kernels = peak_by_kernels([PEAK_SHAPE, *dict.fromkeys(largest)], threads, args.seconds)
+    out["peak_gflops_by_kernels"] = kernels
+    out["peak_gflops_by_shape"] = {shape: max(rates[shape] for rates in kernels.values())
+                                   for shape in next(iter(kernels.values()))}
+    out["peak_gflops"] = peak = max(out["peak_gflops_by_shape"].values())
+    calibrations.append(reference_seconds())
+    out["reference_s"] = {kind: min(c[kind] for c in calibrations) for kind in calibrations[0]}
+    out["reference_s_runs"] = calibrations
     out["records"] = [cell_floor(n, counts[n], epochs[n], args.seeds, peak) for n in args.configs]
     out["floor_s"] = round(sum(r["floor_s"] for r in out["records"]), 1)
     write_json(args.out, out)

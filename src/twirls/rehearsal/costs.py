@@ -583,6 +583,8 @@ def floor_text(floor: dict[str, Any] | None, pipeline: dict[str, Any] | None) ->
                      f"committed runs, = {r['pflop']:.3f} PFLOP" for r in records)
     speed = f" at the first part's speed (`reference_s`: {' / '.join(kinds)})" if kinds else ""
     stages = [f"`table2@{r['config']}`" for r in records]
+    paths = list(floor.get("peak_gflops_by_kernels") or {})
+    kernels = f" with MKL's {and_list(paths)} kernels" if paths else ""
     return wrap(
         f"The floor (`{FLOOR}`, `python -m twirls.bench.floor`): the float32 matrix products of "
         f"{and_list(stages)} at {and_list(sorted({r['seeds'] for r in records}))} seeds, "
@@ -590,7 +592,8 @@ def floor_text(floor: dict[str, Any] | None, pipeline: dict[str, Any] | None) ->
         f"at the peak rate of dense products of the CPU they were timed on ({floor.get('cpu')}, "
         f"{floor.get('cpu_capability')}: {floor['peak_gflops']:g} GFLOP/s on "
         f"{floor.get('threads')} cores, the best of `torch.mm` on "
-        f"{and_list(list(floor['peak_gflops_by_shape']))}), {hours(floor['floor_s'])}{speed}; "
+        f"{and_list(list(floor['peak_gflops_by_shape']))}{kernels}), "
+        f"{hours(floor['floor_s'])}{speed}; "
         f"{hours(low)} with each mean two standard errors fewer epochs: {verdict} the "
         f"{TARGET_HOURS:g}-h target for these cells alone, whatever the code, before any other "
         "stage runs. A dense product's rate need not scale as either calibration does.")
