@@ -49,6 +49,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -115,26 +116,42 @@ def profile_batch(inp: Any, data: Any, split: Any, batch: int, epochs: int,
              "calls_per_epoch": round(e.count / epochs, 1)} for e in rows[:15]]
 
 
-def epoch_parts(inp: Any, data: Any, split: Any, batch: int, epochs: int,
-                row_operator: bool = False) -> dict[str, float]:
-    """Milliseconds a seed spends in the two parts of a batched epoch, one batch of ``batch``
-    seeds for ``epochs`` epochs (after one of warm-up): the training step (forward with dropout,
-    backward, optimizer step; :func:`~twirls.train.batched.trainer.train_step`) and the
-    evaluation forward that scores every node (:func:`~twirls.train.batched.trainer.batch_scores`),
-    each timed around its own calls within the same epochs."""
+def epoch_steps(inp: Any, data: Any, split: Any, batch: int, row_operator: bool = False
+                ) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """One batch of ``batch`` seeds of the run ``inp`` describes, set up as
+    :func:`~twirls.train.batched.train_batch` sets it up, and the two calls of its epoch: the
+    training step (forward with dropout, backward, optimizer step;
+    :func:`~twirls.train.batched.trainer.train_step`) and the evaluation forward that scores
+    every node (:func:`~twirls.train.batched.trainer.batch_scores`)."""
     seeds = list(range(batch))
     net = stacked_model(inp.build, seeds, inp.ops.device)
     draws = Masks(seeds, "fast", inp.ops.device, inp.ops.dtype)
     optimizer = make_optimizer(net, inp.cfg)
     train_labels = data.labels.index_select(0, split.train)  # gathered once, as train_batch does
     rows = eval_rows_of(net, split, row_operator)  # as train_batch
+
+    def train() -> Any:
+        return train_step(net, inp.ops, inp.x, data.labels, split, draws, optimizer,
+                          row_operator=row_operator, train_labels=train_labels)
+
+    def evaluate() -> Any:
+        return batch_scores(net, inp.ops, inp.x, data.labels, split, rows)
+
+    return train, evaluate
+
+
+def epoch_parts(inp: Any, data: Any, split: Any, batch: int, epochs: int,
+                row_operator: bool = False) -> dict[str, float]:
+    """Milliseconds a seed spends in the two parts of a batched epoch (:func:`epoch_steps`), one
+    batch of ``batch`` seeds for ``epochs`` epochs (after one of warm-up), each timed around its
+    own calls within the same epochs."""
+    train, evaluate = epoch_steps(inp, data, split, batch, row_operator)
     spent = {"train_step": 0.0, "eval": 0.0}
     for epoch in range(epochs + 1):
         start = time.perf_counter()
-        train_step(net, inp.ops, inp.x, data.labels, split, draws, optimizer,
-                   row_operator=row_operator, train_labels=train_labels)
+        train()
         middle = time.perf_counter()
-        batch_scores(net, inp.ops, inp.x, data.labels, split, rows)
+        evaluate()
         if epoch:  # the first epoch warms up
             spent["train_step"] += middle - start
             spent["eval"] += time.perf_counter() - middle

@@ -35,7 +35,6 @@ at this machine's peak rate of dense products; written to ``reports/benchmarks/f
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import sys
@@ -52,6 +51,7 @@ from twirls.config.entries import train_entry
 from twirls.data.registry import DatasetUnavailable, load_dataset
 from twirls.files import write_json
 from twirls.params import read_all
+from twirls.reports.runs import read_runs
 from twirls.train.cpu import mkl_code_path
 from twirls.train.parallel import available_cores
 
@@ -103,31 +103,19 @@ class Products(TorchDispatchMode):
 
 
 def epoch_products(inp: Any, data: Any, split: Any) -> dict[str, Products]:
-    """The products of one seed's epoch of the run ``inp`` describes (one batch of one seed, as
-    ``batched_seeds --profile`` drives it): its training step and its evaluation forward."""
+    """The products of one seed's epoch of the run ``inp`` describes (one batch of one seed,
+    :func:`twirls.bench.batched_seeds.epoch_steps`): its training step and its evaluation
+    forward."""
+    from twirls.bench.batched_seeds import epoch_steps
     from twirls.models import csr_kernel
-    from twirls.train.batched import Masks
-    from twirls.train.batched.trainer import (
-        batch_scores,
-        eval_rows_of,
-        make_optimizer,
-        stacked_model,
-        train_step,
-    )
 
-    seeds = [0]
-    net = stacked_model(inp.build, seeds, inp.ops.device)
-    draws = Masks(seeds, "fast", inp.ops.device, inp.ops.dtype)
-    optimizer = make_optimizer(net, inp.cfg)
-    train_labels = data.labels.index_select(0, split.train)
-    rows = eval_rows_of(net, split, False)
+    train, evaluate = epoch_steps(inp, data, split, batch=1)
     counted = {"train_step": Products(), "eval": Products()}
     with csr_kernel.disabled():
         with counted["train_step"]:
-            train_step(net, inp.ops, inp.x, data.labels, split, draws, optimizer,
-                       train_labels=train_labels)
+            train()
         with counted["eval"]:
-            batch_scores(net, inp.ops, inp.x, data.labels, split, rows)
+            evaluate()
     return counted
 
 
@@ -137,8 +125,7 @@ def committed_epochs(path: Path) -> list[int]:
     if not path.is_file():
         raise FloorError(f"{path}: no per-run results; run the cell's stage first (dvc repro) "
                          "or point --results at them")
-    with path.open(newline="") as handle:
-        epochs = [int(float(row["epochs"])) for row in csv.DictReader(handle)]
+    epochs = [int(float(row["epochs"])) for row in read_runs(path)]
     if not epochs:
         raise FloorError(f"{path}: no runs (a stage without its data here writes none)")
     return epochs

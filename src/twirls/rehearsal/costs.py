@@ -567,21 +567,22 @@ def floor_text(floor: dict[str, Any] | None, pipeline: dict[str, Any] | None) ->
     records = floor["records"]
     runs = ((pipeline or {}).get("full_repro") or {}).get("parts") or [{}]
     first, here = runs[0].get("reference_s") or {}, floor.get("reference_s") or {}
-    kinds = [k for k in ("python", "torch") if isinstance(first.get(k), (int, float))
-             and isinstance(here.get(k), (int, float))]
+    factors = {k: first[k] / here[k] for k in ("python", "torch")  # to the first part's day
+               if isinstance(first.get(k), (int, float)) and isinstance(here.get(k), (int, float))}
 
     def hours(seconds: float) -> str:
-        scaled = " / ".join(f"{seconds * first[k] / here[k] / 3600:.2f}" for k in kinds)
-        return f"{scaled} h" if kinds else f"{seconds / 3600:.2f} h here"
+        scaled = " / ".join(f"{seconds * factor / 3600:.2f}" for factor in factors.values())
+        return f"{scaled} h" if factors else f"{seconds / 3600:.2f} h here"
 
     low = sum(r["floor_s"] * max(0.0, 1 - 2 * (r["epochs_sem"] or 0) / r["epochs_mean"])
               for r in records)
-    scale = [first[k] / here[k] for k in kinds] or [1.0]
-    verdict = "above" if low * min(scale) / 3600 > TARGET_HOURS else "not clearly above"
+    least = low * min(factors.values(), default=1.0) / 3600
+    verdict = "above" if least > TARGET_HOURS else "not clearly above"
     each = "; ".join(f"{r['config']}: {r['gflop_per_seed_epoch']:.1f} GFLOP a seed-epoch x "
                      f"{r['epochs_mean']:g} epochs, the mean of its {r['committed_runs']} "
                      f"committed runs, = {r['pflop']:.3f} PFLOP" for r in records)
-    speed = f" at the first part's speed (`reference_s`: {' / '.join(kinds)})" if kinds else ""
+    speed = (f" at the first part's speed (`reference_s`: {' / '.join(factors)})"
+             if factors else "")
     stages = [f"`table2@{r['config']}`" for r in records]
     paths = list(floor.get("peak_gflops_by_kernels") or {})
     kernels = f" with MKL's {and_list(paths)} kernels" if paths else ""
