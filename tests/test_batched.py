@@ -505,6 +505,102 @@ def test_training_with_the_row_operator():
         assert mine.history[0]["loss"] == pytest.approx(theirs.history[0]["loss"], rel=1e-5)
 
 
+# ---------------------------------------------------------------------------- components
+def components_graph():
+    """Two 50-node graphs side by side and 5 isolated nodes: the training nodes in the first
+    graph alone, validation nodes in both, test nodes in the second and on the isolated nodes;
+    two isolated nodes hold no scored node."""
+    ops_a, x_a, labels_a, _ = small_graph(seed=0)
+    ops_b, x_b, labels_b, _ = small_graph(seed=1)
+    src = torch.cat([ops_a.src, ops_b.src + 50])
+    dst = torch.cat([ops_a.dst, ops_b.dst + 50])
+    ops = GraphOps(src, dst, 105)
+    x = torch.cat([x_a, x_b, torch.rand(5, x_a.shape[1])])
+    labels = torch.cat([labels_a, labels_b, torch.tensor([0, 1, 2, 0, 1])])
+    perm = torch.randperm(50, generator=torch.Generator().manual_seed(2))
+    split = Split(perm[:20], torch.cat([perm[20:35], perm[:10] + 50]),
+                  torch.cat([perm[10:40] + 50, torch.tensor([100, 101, 102])]))
+    return ops, x, labels, split
+
+
+def test_a_part_is_whole_components_with_the_graphs_entries():
+    """The components that hold the training nodes: the first graph (and none of its nodes
+    left out), with the whole graph's normalised entries, rows of the features (CSR rows with
+    their entries in order) and labels, and the split renumbered into it."""
+    from twirls.train.batched.components import holding, part, rows_of
+
+    ops, x, labels, split = components_graph()
+    nodes = holding(ops, split.train)
+    assert set(nodes.tolist()) <= set(range(50)) and len(nodes) > 40
+    assert torch.equal(holding(ops, torch.tensor([100])), torch.tensor([100]))
+    sub = part(ops, sparse(x), labels, split, nodes)
+    whole = ops.gcn_norm().csr.to_dense()[nodes][:, nodes]
+    assert torch.equal(sub.ops.gcn_norm().csr.to_dense(), whole)
+    assert torch.equal(sub.x.to_dense(), sparse(x).to_dense()[nodes])
+    assert torch.equal(rows_of(x, nodes), x[nodes])
+    assert torch.equal(sub.labels, labels[nodes])
+    assert torch.equal(nodes[sub.split.train], split.train)
+    assert torch.equal(nodes[sub.split.val], split.val[split.val < 50])
+    assert sub.split.test.numel() == 0
+    with pytest.raises(ValueError, match="not whole components"):
+        part(ops, x, labels, split, nodes[1:])
+
+
+@pytest.mark.parametrize("key", list(CONFIGS))
+def test_a_model_on_its_components_is_the_whole_graphs(key):
+    """Every batched model, on the components that hold the training nodes, gives their logits
+    and the gradients of the loss on them of the whole graph (no dropout: the masks' shape
+    differs), and on the scored nodes' components their scores."""
+    from twirls.train.batched.components import holding, part
+    from twirls.train.batched.trainer import batch_scores, scored_rows
+
+    name, cfg, with_sparse = CONFIGS[key]
+    ops, x, labels, split = components_graph()
+    for feats in (x, sparse(x)) if with_sparse else (x,):
+        sub = part(ops, feats, labels, split, holding(ops, split.train))
+        outs, grads = [], []
+        for on in ((ops, feats, labels, split), (sub.ops, sub.x, sub.labels, sub.split)):
+            net = stack_models(built(name, cfg, x.shape[1], 3)).train()
+            loss = batch_loss(net(on[0], on[1], None), on[2], on[3].train)
+            loss.sum().backward()
+            outs.append(loss.detach())
+            grads.append([p.grad for p in net.p.params])
+        torch.testing.assert_close(outs[1], outs[0], rtol=RTOL, atol=ATOL)
+        for mine, full in zip(grads[1], grads[0], strict=True):
+            torch.testing.assert_close(mine, full, rtol=1e-4, atol=ATOL)
+        scored = part(ops, feats, labels, split, holding(ops, scored_rows(split)[0]))
+        assert not {103, 104} & set(scored.nodes.tolist())  # they hold no scored node
+        net = stack_models(built(name, cfg, x.shape[1], 3))
+        torch.testing.assert_close(
+            batch_scores(net, scored.ops, scored.x, scored.labels, scored.split),
+            batch_scores(net, ops, feats, labels, split))
+
+
+def test_training_on_components():
+    """``components=True``: a rerun is bit-identical; without dropout its epochs are the whole
+    graph's to float32 rounding (the same losses and scores), and with it other runs of the
+    same experiment."""
+    ops, x, labels, split = components_graph()
+    cfg = TrainConfig(epochs=8, lr=0.05, weight_decay=5e-4)
+
+    def run(components: bool, dropout: float = 0.0):
+        def build():
+            return build_model("gcnii", {"layers": 4, "hidden": 8, "dropout": dropout},
+                               x.shape[1], 3)
+
+        return run_seeds_batched(build, ops, x, labels, split, cfg, [0, 1],
+                                 BatchConfig(batch=2, components=components))
+
+    a, b, full = run(True), run(True), run(False)
+    assert [r.history for r in a.runs] == [r.history for r in b.runs]
+    for mine, theirs in zip(a.runs, full.runs, strict=True):
+        for ha, hb in zip(mine.history, theirs.history, strict=True):
+            assert ha["loss"] == pytest.approx(hb["loss"], rel=1e-4)
+            assert (ha["train"], ha["val"], ha["test"]) == (hb["train"], hb["val"], hb["test"])
+    dropped, dropped_full = run(True, 0.5), run(False, 0.5)
+    assert dropped.runs[0].history[0]["loss"] != dropped_full.runs[0].history[0]["loss"]
+
+
 # ---------------------------------------------------------------------------- determinism
 def test_rerun_is_bit_identical_and_workers_do_not_matter():
     ops, x, labels, split = small_graph(seed=5)
@@ -772,9 +868,11 @@ def test_attacked_twirls_trains_in_batches_with_train_batch():
     assert len(entry_runs(gat, data, torch.device("cpu"), batch=2)) == 3  # one seed a run
 
 
-def test_the_stages_row_operator_reaches_the_trainer():
-    """``train.row_operator`` / a sweep's ``row_operator``: ``run_experiment`` and ``seed_runs``
-    (the train and sweep stages' paths) train what ``BatchConfig(row_operator=...)`` trains."""
+@pytest.mark.parametrize("option", ["row_operator", "components"])
+def test_the_stages_options_reach_the_trainer(option):
+    """``train.row_operator`` / ``train.components`` (and a sweep's own): ``run_experiment`` and
+    ``seed_runs`` (the train and sweep stages' paths) train what ``BatchConfig(<option>=...)``
+    trains (the toy graph's training nodes share components with 146 of its 150 nodes)."""
     from twirls.train.experiment import flat_results, run_experiment, run_inputs, seed_runs
 
     from fixtures import toy_data
@@ -787,16 +885,16 @@ def test_the_stages_row_operator_reaches_the_trainer():
     for flag in (False, True):
         want = [(r.history, r.test) for r in run_seeds_batched(
             inp.build, inp.ops, inp.x, data.labels, data.splits["a"], inp.cfg, [0, 1],
-            BatchConfig(batch=2, row_operator=flag)).runs]
-        stage = run_experiment(exp, data, 2, cpu, progress=False, batch=2,
-                               row_operator=flag)
+            BatchConfig(batch=2, **{option: flag})).runs]
+        stage = run_experiment(exp, data, 2, cpu, progress=False, batch=2, **{option: flag})
         sweep = flat_results([run() for run in seed_runs(exp, data, 2, cpu, 2, progress=False,
-                                                         row_operator=flag)])
+                                                         **{option: flag})])
         for got in (stage.runs, sweep):
             assert [(r.history, r.test) for r in got] == want
         wants.append(want)
-    assert wants[0] != wants[1]  # other rounding: the flag shows in the losses
-    assert any(key[0] == "row_operator" for key in inp.ops._cache)
+    assert wants[0] != wants[1]  # other rounding, other masks: the flag shows in the losses
+    if option == "row_operator":
+        assert any(key[0] == "row_operator" for key in inp.ops._cache)
 
 
 def test_every_splits_batches_share_one_pool(monkeypatch):

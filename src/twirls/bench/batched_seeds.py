@@ -65,6 +65,7 @@ from twirls.files import write_json
 from twirls.params import read_all
 from twirls.stages.attacked import attacked_graph, with_attention
 from twirls.train.batched import BatchConfig, Masks, run_seeds_batched, train_batch
+from twirls.train.batched.components import epoch_reads
 from twirls.train.batched.trainer import (
     batch_scores,
     eval_rows_of,
@@ -116,36 +117,38 @@ def profile_batch(inp: Any, data: Any, split: Any, batch: int, epochs: int,
              "calls_per_epoch": round(e.count / epochs, 1)} for e in rows[:15]]
 
 
-def epoch_steps(inp: Any, data: Any, split: Any, batch: int, row_operator: bool = False
-                ) -> tuple[Callable[[], Any], Callable[[], Any]]:
+def epoch_steps(inp: Any, data: Any, split: Any, batch: int, row_operator: bool = False,
+                components: bool = False) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """One batch of ``batch`` seeds of the run ``inp`` describes, set up as
     :func:`~twirls.train.batched.train_batch` sets it up, and the two calls of its epoch: the
     training step (forward with dropout, backward, optimizer step;
     :func:`~twirls.train.batched.trainer.train_step`) and the evaluation forward that scores
-    every node (:func:`~twirls.train.batched.trainer.batch_scores`)."""
+    every node (:func:`~twirls.train.batched.trainer.batch_scores`); with ``components``, each
+    on the components that hold the nodes it reads (:func:`epoch_reads`)."""
     seeds = list(range(batch))
     net = stacked_model(inp.build, seeds, inp.ops.device)
     draws = Masks(seeds, "fast", inp.ops.device, inp.ops.dtype)
     optimizer = make_optimizer(net, inp.cfg)
+    trains, scores = epoch_reads(inp.ops, inp.x, data.labels, split, components)
     train_labels = data.labels.index_select(0, split.train)  # gathered once, as train_batch does
-    rows = eval_rows_of(net, split, row_operator)  # as train_batch
+    rows = eval_rows_of(net, scores.split, row_operator)  # as train_batch
 
     def train() -> Any:
-        return train_step(net, inp.ops, inp.x, data.labels, split, draws, optimizer,
-                          row_operator=row_operator, train_labels=train_labels)
+        return train_step(net, trains.ops, trains.x, trains.labels, trains.split, draws,
+                          optimizer, row_operator=row_operator, train_labels=train_labels)
 
     def evaluate() -> Any:
-        return batch_scores(net, inp.ops, inp.x, data.labels, split, rows)
+        return batch_scores(net, scores.ops, scores.x, scores.labels, scores.split, rows)
 
     return train, evaluate
 
 
 def epoch_parts(inp: Any, data: Any, split: Any, batch: int, epochs: int,
-                row_operator: bool = False) -> dict[str, float]:
+                row_operator: bool = False, components: bool = False) -> dict[str, float]:
     """Milliseconds a seed spends in the two parts of a batched epoch (:func:`epoch_steps`), one
     batch of ``batch`` seeds for ``epochs`` epochs (after one of warm-up), each timed around its
     own calls within the same epochs."""
-    train, evaluate = epoch_steps(inp, data, split, batch, row_operator)
+    train, evaluate = epoch_steps(inp, data, split, batch, row_operator, components)
     spent = {"train_step": 0.0, "eval": 0.0}
     for epoch in range(epochs + 1):
         start = time.perf_counter()

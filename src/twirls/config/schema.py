@@ -235,15 +235,17 @@ def check_table9(path: str, t9: Any) -> None:
 def check_sweep(path: str, sweep: Any) -> None:
     sweep = mapping(path, sweep)
     keys(path, sweep, ("dataset", "split", "table", "label", "note", "seeds", "batch",
-                       "row_operator", "curves", "extras", "figure", "data_grid"))
+                       "row_operator", "components", "curves", "extras", "figure",
+                       "data_grid"))
     if "dataset" in sweep:  # a stage declares the keys it reads (the report: `extras` alone)
         choose(f"{path}.dataset", sweep["dataset"], _datasets(), "dataset")
     if "seeds" in sweep:  # a sweep sets its own (and its batch)
         check_seeds(f"{path}.seeds", sweep["seeds"])
     if "batch" in sweep:
         check_batch(f"{path}.batch", sweep["batch"])
-    if "row_operator" in sweep:
-        check_flag(f"{path}.row_operator", sweep["row_operator"])
+    for flag in ("row_operator", "components"):
+        if flag in sweep:
+            check_flag(f"{path}.{flag}", sweep[flag])
     curves = mapping(f"{path}.curves", sweep.get("curves", {}))
     for name, curve in curves.items():
         where = f"{path}.curves.{name}"
@@ -366,13 +368,14 @@ def _jobs(path: str, value: Any) -> None:
 
 def _train(path: str, value: Any) -> None:
     value = mapping(path, value)
-    keys(path, value, ("seeds", "batch", "row_operator"))
+    keys(path, value, ("seeds", "batch", "row_operator", "components"))
     if "seeds" in value:
         check_seeds(f"{path}.seeds", value["seeds"])
     if "batch" in value:
         check_batch(f"{path}.batch", value["batch"])
-    if "row_operator" in value:
-        check_flag(f"{path}.row_operator", value["row_operator"])
+    for flag in ("row_operator", "components"):
+        if flag in value:
+            check_flag(f"{path}.{flag}", value[flag])
 
 
 def _attack(path: str, value: Any) -> None:

@@ -22,6 +22,8 @@ The sweep is the group of the same name in ``params.yaml``::
       row_operator: false                      # optional: batched TWIRLS-base's, SGC's and
                                                # the closed form's training forward on the
                                                # training nodes
+      components: false                        # optional: batched training on the connected
+                                               # components that hold the nodes it reads
       data_grid: {length: [10, 20]}            # optional: dataset options (the generated
                                                # Chains' length) or `split` (Amazon's label
                                                # ratio), crossed with every curve
@@ -43,7 +45,9 @@ train that many at a time as one batched model where the model allows it
 true`` computes TWIRLS-base's training forward on the training nodes alone by one dense product,
 SGC's from those nodes' features, the closed form's from those rows of its inverse (and its
 evaluation forward from the scored nodes' rows) (:class:`twirls.train.batched.BatchConfig`; other
-rounding).
+rounding); ``components: true`` trains on the connected components that hold the training nodes
+and evaluates on those that hold a scored node (:mod:`twirls.train.batched.components`; other
+masks).
 """
 
 from __future__ import annotations
@@ -108,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             check_extra(name, args.extra, curve, spec)
     seeds, batch = int(sweep["seeds"]), int(sweep.get("batch", 1))
     row_operator = bool(sweep.get("row_operator", False))
+    components = bool(sweep.get("components", False))
     for curve, spec in sweep["curves"].items():
         check_model(spec, f"{name} {curve}")
     devices = {curve: stage_device(params["device"], who=f"{name} {curve}")
@@ -155,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                 probes += point_runs
                 runs += (point_runs if batch <= 1 else
                          seed_runs(exp, data, count, devices[curve], batch, progress=False,
-                                   row_operator=row_operator))
+                                   row_operator=row_operator, components=components))
     if runs:
         try:  # one epoch of each curve timed (one seed a run): over budget_hours, nothing runs
             check_budget(name, probes, jobs, next(iter(devices.values())),

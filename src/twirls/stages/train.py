@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                 before=lambda runs: check_budget(stage, runs, jobs, device,
                                                  params["budget_hours"]),
                 batch=batch,
-                row_operator=bool(params["train"].get("row_operator", False)))
+                row_operator=bool(params["train"].get("row_operator", False)),
+                components=bool(params["train"].get("components", False)))
             print(f"{stage}: {result}")
         except OverBudget as exc:
             reason = str(exc)

@@ -148,7 +148,8 @@ def not_batchable(inp: RunInputs, labels: torch.Tensor) -> str:
 def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
                    progress: bool = True, jobs: int = 1, keep_first_model: bool = False,
                    before: Callable[[list[partial]], Any] | None = None,
-                   batch: int = 1, row_operator: bool = False) -> SeedsResult:
+                   batch: int = 1, row_operator: bool = False, components: bool = False
+                   ) -> SeedsResult:
     """Every seed on every selected split of ``data`` (:func:`experiment_runs`), in ``jobs``
     worker processes; one :class:`SeedsResult` over all runs, in order. ``progress``: tqdm bars
     on stderr (one over the runs; with one job, also each run's epochs). ``keep_first_model``:
@@ -160,7 +161,9 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
     the same protocol, other dropout masks), where the model allows it; else, at 1, and with
     one seed per split (a batch of one shares nothing), one seed per run. ``row_operator``
     (``train.row_operator``): batched TWIRLS-base's, SGC's and the closed form's training
-    forward on the training nodes alone (:class:`twirls.train.batched.BatchConfig`)."""
+    forward on the training nodes alone; ``components`` (``train.components``): batched
+    training on the connected components that hold the nodes an epoch reads
+    (:class:`twirls.train.batched.BatchConfig`)."""
     args = _run_args(exp, data, seeds, device, progress=progress and jobs <= 1)
     runs: list[Callable[[], Any]] = [partial(seed_run, *a) for a in args]
     if before is not None:
@@ -169,7 +172,8 @@ def run_experiment(exp: dict[str, Any], data: GraphData, seeds: int, device: tor
     if inp is not None:
         from twirls.train.batched import BatchConfig
 
-        return _batched(inp, data, seeds, BatchConfig(batch=batch, row_operator=row_operator),
+        return _batched(inp, data, seeds, BatchConfig(batch=batch, row_operator=row_operator,
+                                                      components=components),
                         jobs, keep_first_model, progress)
     if keep_first_model and runs:
         runs[0] = partial(_keeping_model, *args[0])
@@ -198,21 +202,22 @@ def batch_inputs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch
 
 
 def seed_runs(exp: dict[str, Any], data: GraphData, seeds: int, device: torch.device,
-              batch: int = 1, progress: bool = True, row_operator: bool = False
-              ) -> list[Callable[[], RunResult | list[RunResult]]]:
+              batch: int = 1, progress: bool = True, row_operator: bool = False,
+              components: bool = False) -> list[Callable[[], RunResult | list[RunResult]]]:
     """The runs of ``exp``, not yet started, for a pool (:func:`twirls.train.parallel.run_all`):
     with ``batch`` (set next to the seeds: ``train.batch``, a sweep's or Table 4/9's own) above
     1, ``batch`` seeds of each split at a time as one batched model
     (:func:`twirls.train.batched.batch_runs`, each returning its seeds' results) where
     :func:`batch_inputs` allows it; else one seed per run (:func:`experiment_runs`). Either
     way :func:`flat_results` of their outcomes are the runs in :func:`experiment_runs`'
-    order. ``row_operator``: see :func:`run_experiment`."""
+    order. ``row_operator``, ``components``: see :func:`run_experiment`."""
     from twirls.train.batched import BatchConfig
 
     inp = batch_inputs(exp, data, seeds, device, batch)
     if inp is None:
         return experiment_runs(exp, data, seeds, device, progress=progress)
-    return split_batches(inp, data, seeds, BatchConfig(batch=batch, row_operator=row_operator))
+    return split_batches(inp, data, seeds, BatchConfig(batch=batch, row_operator=row_operator,
+                                                       components=components))
 
 
 def split_batches(inp: RunInputs, data: GraphData, seeds: int, batch: BatchConfig
