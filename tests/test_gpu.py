@@ -197,8 +197,9 @@ def batched_same_as_single_then_trains(name: str, cfg: dict[str, Any], device: s
     ``device``: with each seed's own weights and dropout off (eval mode), the batched logits and
     the gradients of the summed loss are each single model's on ``device`` to float32
     precision; then :func:`~twirls.train.batched.run_seeds_batched` trains the seeds there for
-    ``epochs`` epochs (finite losses, scores in [0, 1], one result per seed in order)."""
-    from twirls.train.batched import run_seeds_batched, stack_models
+    ``epochs`` epochs (finite losses, scores in [0, 1], one result per seed in order), on the
+    whole of a sparser graph and on the components an epoch reads (``components``)."""
+    from twirls.train.batched import BatchConfig, run_seeds_batched, stack_models
     from twirls.train.batched.trainer import batch_loss
     from twirls.train.loop import set_seed
 
@@ -233,13 +234,19 @@ def batched_same_as_single_then_trains(name: str, cfg: dict[str, Any], device: s
                                        else mine, param.grad, rtol=1e-4, atol=1e-5,
                                        msg=lambda m, p=pname, k=k: f"{name} {p} seed {k}: {m}")
 
-    result = run_seeds_batched(build, ops, x, labels, split, TrainConfig(epochs=epochs, lr=0.01),
-                               list(seeds))
-    assert [r.seed for r in result.runs] == list(seeds)
-    for run in result.runs:
-        assert len(run.history) == epochs
-        assert all(math.isfinite(h["loss"]) for h in run.history), run.history
-        assert all(0.0 <= h[k] <= 1.0 for h in run.history for k in ("train", "val", "test"))
+    sparse_graph, *task = small_task(edges=240)  # its training nodes' components: 205 of 240
+    ops = GraphOps.from_graph(sparse_graph, device=device)
+    x, labels, split = task[0].to(device), task[1].to(device), task[2]
+    for components in (False, True):  # the whole graph; the components an epoch reads
+        result = run_seeds_batched(build, ops, x, labels, split,
+                                   TrainConfig(epochs=epochs, lr=0.01), list(seeds),
+                                   BatchConfig(components=components))
+        assert [r.seed for r in result.runs] == list(seeds)
+        for run in result.runs:
+            assert len(run.history) == epochs
+            assert all(math.isfinite(h["loss"]) for h in run.history), run.history
+            assert all(0.0 <= h[k] <= 1.0 for h in run.history
+                       for k in ("train", "val", "test"))
 
 
 # ----------------------------------------------------------------------------- Table 12 taggers
