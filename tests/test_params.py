@@ -203,6 +203,8 @@ def test_every_group_lives_in_its_own_file_and_the_files_merge(tmp_path):
     ("table8.batch", 0, "table8.batch = 0: expected an integer >= 1"),
     ("train.row_operator", "yes", "train.row_operator = 'yes': expected true or false"),
     ("figure2.row_operator", 1, "figure2.row_operator = 1: expected true or false"),
+    ("train.components", "yes", "train.components = 'yes': expected true or false"),
+    ("table8.components", 1, "table8.components = 1: expected true or false"),
     ("table4.batch", 2.5, "table4.batch = 2.5: expected an integer >= 1"),
     ("table4.extra_attention.p", 3, "table4.extra_attention.p = 3: expected a number >= 0 and "
                                     "<= 2"),
