@@ -153,20 +153,22 @@ def needed_rows_forward(net: Any, matrix: sp.csr_matrix, x: torch.Tensor, target
     ``h⁽⁰⁾`` on its own rows; the input layer on ``R_L``. The same function of the weights as
     ``net(ops, x)[targets]`` (``tests/test_bench_floor.py``), so its products are all that a
     training step on these targets, or an evaluation of them, has to multiply. ``x``: the
-    features as the stage has them; sparse ones (at most a quarter nonzero) enter as the
-    stage's input layer takes them, as CSR. Dropout as the model draws it."""
-    from twirls.models.baselines.gcnii import SPARSE_DENSITY
-    from twirls.models.layers import dropout
+    features as the stage's input layer takes them: dense, or the CSR copy of bag-of-words ones
+    (:func:`~twirls.models.baselines.gcnii.sparse_copy`), whose stored entries dropout draws.
+    Dropout as the model draws it."""
+    from twirls.models.layers import dropout, is_sparse
+    from twirls.train.batched.components import rows_of
 
     layers = len(net.convs)
     sets = reach_sets(matrix, targets, layers)
     rows = sets[layers]
-    dense = x.to_dense() if x.layout != torch.strided else x
-    x_rows = dense.index_select(0, torch.from_numpy(rows))
-    if (dense != 0).float().mean() <= SPARSE_DENSITY:  # the stage's sparse input layer
-        pattern = sp.csr_matrix(x_rows.numpy())
-        x_rows = _csr_tensor(pattern, values=dropout(torch.from_numpy(pattern.data),
-                                                     net.dropout, training))
+    x_rows = rows_of(x, torch.from_numpy(rows))
+    if is_sparse(x_rows):  # the stage's sparse input layer (dropout_linear)
+        kept = dropout(x_rows.values(), net.dropout, training)
+        with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
+            warnings.simplefilter("ignore", UserWarning)
+            x_rows = torch.sparse_csr_tensor(x_rows.crow_indices(), x_rows.col_indices(), kept,
+                                             x_rows.shape)
         h0 = torch.relu(x_rows @ net.lin_in.weight.t() + net.lin_in.bias)
     else:
         h0 = torch.relu(net.lin_in(dropout(x_rows, net.dropout, training)))
@@ -180,15 +182,14 @@ def needed_rows_forward(net: Any, matrix: sp.csr_matrix, x: torch.Tensor, target
     return net.lin_out(dropout(h, net.dropout, training))
 
 
-def _csr_tensor(matrix: sp.csr_matrix, values: torch.Tensor | None = None) -> torch.Tensor:
-    """``matrix`` (sorted indices) as a float32 torch CSR tensor, with ``values`` if given."""
+def _csr_tensor(matrix: sp.csr_matrix) -> torch.Tensor:
+    """``matrix`` (sorted indices) as a float32 torch CSR tensor."""
     with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
         warnings.simplefilter("ignore", UserWarning)
         return torch.sparse_csr_tensor(
             torch.from_numpy(matrix.indptr.astype(np.int64)),
             torch.from_numpy(matrix.indices.astype(np.int64)),
-            torch.from_numpy(matrix.data.astype(np.float32)) if values is None else values,
-            matrix.shape)
+            torch.from_numpy(matrix.data.astype(np.float32)), matrix.shape)
 
 
 def needed_products(inp: Any, data: Any, split: Any) -> dict[str, Products]:
@@ -203,8 +204,10 @@ def needed_products(inp: Any, data: Any, split: Any) -> dict[str, Products]:
 
 
 def _needed_products(inp: Any, data: Any, split: Any) -> dict[str, Products]:
-    from twirls.models.baselines.gcnii import residual_adjacency
+    from twirls.models.baselines.gcnii import residual_adjacency, sparse_copy
 
+    features = sparse_copy(inp.ops, inp.x)  # as the stage's input layer takes them
+    features = inp.x if features is None else features
     net = inp.build()
     alpha = net.convs[0].alpha
     values = residual_adjacency(inp.ops, alpha).csr
@@ -215,13 +218,13 @@ def _needed_products(inp: Any, data: Any, split: Any) -> dict[str, Products]:
     counted = {"train_step": Products(), "eval": Products(), "test_once": Products()}
     net.train()
     with counted["train_step"]:
-        logits = needed_rows_forward(net, matrix, inp.x, train, training=True)
+        logits = needed_rows_forward(net, matrix, features, train, training=True)
         torch.nn.functional.cross_entropy(logits, labels).backward()
     net.eval()
     with torch.no_grad():
         for part, nodes in (("eval", split.val), ("test_once", split.test)):
             with counted[part]:
-                needed_rows_forward(net, matrix, inp.x, nodes.numpy(), training=False)
+                needed_rows_forward(net, matrix, features, nodes.numpy(), training=False)
     return counted
 
 

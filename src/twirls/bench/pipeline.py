@@ -278,6 +278,15 @@ def part_factors(run: dict[str, Any]) -> dict[str, list[float]]:
     return factors
 
 
+def scaled_seconds(run: dict[str, Any], names: Iterable[str]) -> dict[str, float]:
+    """The seconds of the stages ``names`` of a record run in parts at its first part's day, by
+    each calibration (:func:`part_factors`): each stage's seconds times its part's factor."""
+    of, stages = stage_parts(run), run["stages"]
+    names = list(names)
+    return {kind: sum(stages[name] * factor[of[name]] for name in names)
+            for kind, factor in part_factors(run).items()}
+
+
 def normalised(run: dict[str, Any]) -> dict[str, Any]:
     """A complete record's total as if every part had run on its first part's day: each
     stage's seconds times the first part's ``reference_s`` over its own part's, by each of the
@@ -288,8 +297,9 @@ def normalised(run: dict[str, Any]) -> dict[str, Any]:
     parts, stages = run["parts"], run["stages"]
     of = stage_parts(run)
     rest = float(run["seconds"]) - sum(stages.values())
-    scaled = {kind: round(sum(s * factor[of[name]] for name, s in stages.items())
-                          + rest * factor[-1], 2) for kind, factor in part_factors(run).items()}
+    last = {kind: factor[-1] for kind, factor in part_factors(run).items()}
+    scaled = {kind: round(seconds + rest * last[kind], 2)
+              for kind, seconds in scaled_seconds(run, stages).items()}
     return {"to": {"commit": parts[0].get("commit"), "reference_s": parts[0].get("reference_s"),
                    "cpu_capability": parts[0].get("cpu_capability")},
             "seconds": scaled, "hours": {k: round(v / 3600, 2) for k, v in scaled.items()},

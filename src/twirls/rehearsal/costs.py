@@ -513,10 +513,10 @@ def measured_row(pipeline: dict[str, Any] | None) -> Row:
 def protocol_parts(run: dict[str, Any]) -> list[tuple[str, int, float, dict[str, float]]]:
     """``run``'s (a complete ``full_repro``) stages by :data:`PROTOCOL_PARTS`: each part's
     label, number of stages, seconds and seconds at the first part's speed by each
-    calibration (:func:`twirls.bench.pipeline.part_factors`); parts without stages left out."""
-    from twirls.bench.pipeline import part_factors, stage_parts
+    calibration (:func:`twirls.bench.pipeline.scaled_seconds`); parts without stages left
+    out."""
+    from twirls.bench.pipeline import scaled_seconds
 
-    of, factors = stage_parts(run), part_factors(run)
     stages = run.get("stages") or {}
     owner = {name: next(i for i, (_, patterns) in enumerate(PROTOCOL_PARTS)
                         if matches(name, patterns)) for name in stages}
@@ -525,8 +525,7 @@ def protocol_parts(run: dict[str, Any]) -> list[tuple[str, int, float, dict[str,
         names = [name for name in stages if owner[name] == i]
         if names:
             rows.append((text, len(names), sum(stages[n] for n in names),
-                         {kind: sum(stages[n] * f[of[n]] for n in names)
-                          for kind, f in factors.items()}))
+                         scaled_seconds(run, names)))
     return rows
 
 
@@ -561,15 +560,12 @@ def protocol_text(pipeline: dict[str, Any] | None) -> str:
 def rest_of_run(run: dict[str, Any], floor_stages: list[str]) -> dict[str, float]:
     """Seconds at the first part's speed, by calibration, of a complete ``full_repro``'s stages
     other than ``floor_stages`` (those the floor stands in for); ``{}`` without the stages."""
-    from twirls.bench.pipeline import part_factors, stage_parts
+    from twirls.bench.pipeline import scaled_seconds
 
     stages = run.get("stages") or {}
     if not (run.get("complete") and stages):
         return {}
-    of = stage_parts(run)
-    return {kind: sum(sec * f[of[name]] for name, sec in stages.items()
-                      if name not in floor_stages)
-            for kind, f in part_factors(run).items()}
+    return scaled_seconds(run, [name for name in stages if name not in floor_stages])
 
 
 def floor_text(floor: dict[str, Any] | None, pipeline: dict[str, Any] | None) -> str:

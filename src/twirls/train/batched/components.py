@@ -64,11 +64,15 @@ def epoch_reads(ops: GraphOps, x: Tensor | None, labels: Tensor, split: Split,
 
 
 def component_ids(ops: GraphOps) -> np.ndarray:
-    """``(n,)`` the connected component of every node."""
-    n = ops.n
-    adj = sp.coo_matrix((np.ones(ops.src.numel()), (ops.dst.cpu().numpy(), ops.src.cpu().numpy())),
-                        shape=(n, n))
-    return connected_components(adj, directed=False)[1]
+    """``(n,)`` the connected component of every node, cached in ``ops``."""
+
+    def build() -> np.ndarray:
+        adj = sp.coo_matrix((np.ones(ops.src.numel()), (ops.dst.cpu().numpy(),
+                                                        ops.src.cpu().numpy())),
+                            shape=(ops.n, ops.n))
+        return connected_components(adj, directed=False)[1]
+
+    return ops.cached(("component_ids",), build)
 
 
 def holding(ops: GraphOps, targets: Tensor) -> Tensor:
